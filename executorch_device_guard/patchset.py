@@ -1,0 +1,171 @@
+# Copyright (c) 2026 The executorch-device-guard authors.
+# All rights reserved.
+#
+# This source code is licensed under the BSD-style license found in the
+# LICENSE file in the root directory of this source tree.
+
+"""Read the patch series and apply it strictly, in either direction.
+
+The series is the single source of the change: ``apply`` installs it,
+``check`` and the tests build a patched emitter from it, and ``export`` turns
+it into mbox patches for ``git am``. Hunks must match exactly (no fuzz, no
+whitespace tolerance); a hunk may only move, as ``git apply`` allows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import email
+import email.policy
+import re
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+_HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+class PatchError(Exception):
+    """A patch does not apply to the given text."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Hunk:
+    old_start: int
+    old_lines: Tuple[str, ...]
+    new_lines: Tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class FilePatch:
+    path: str
+    hunks: Tuple[Hunk, ...]
+
+    def apply(self, text: str, reverse: bool = False) -> str:
+        """Returns ``text`` with every hunk applied, or raises PatchError."""
+        lines = text.splitlines(keepends=True)
+        offset = 0
+        for number, hunk in enumerate(self.hunks, 1):
+            old, new = hunk.old_lines, hunk.new_lines
+            if reverse:
+                old, new = new, old
+            expected = max(hunk.old_start - 1 + offset, 0)
+            at = _find_block(lines, old, expected)
+            if at is None:
+                direction = "reversed " if reverse else ""
+                raise PatchError(
+                    f"{self.path}: {direction}hunk {number} does not match "
+                    f"(expected near line {expected + 1})"
+                )
+            lines[at : at + len(old)] = new
+            offset += len(new) - len(old) + (at - expected)
+        return "".join(lines)
+
+
+def _find_block(lines: List[str], block: Tuple[str, ...], near: int) -> Optional[int]:
+    """The start of ``block`` in ``lines`` nearest to ``near``, or None."""
+    size = len(block)
+    last = len(lines) - size
+    for distance in range(0, max(near, last - near) + 1):
+        for at in (near - distance, near + distance):
+            if 0 <= at <= last and tuple(lines[at : at + size]) == block:
+                return at
+    return None
+
+
+def parse_diff(diff: str) -> List[FilePatch]:
+    """Parses the unified diffs of existing files in a ``git diff``."""
+    files: List[FilePatch] = []
+    lines = diff.splitlines(keepends=True)
+    i = 0
+    while i < len(lines):
+        if not lines[i].startswith("--- "):
+            i += 1
+            continue
+        old_name = lines[i][4:].strip()
+        new_name = lines[i + 1][4:].strip()
+        if old_name == "/dev/null" or new_name == "/dev/null":
+            raise PatchError("the series only edits existing files: " + new_name)
+        path = new_name[2:] if new_name.startswith("b/") else new_name
+        i += 2
+        hunks: List[Hunk] = []
+        while i < len(lines) and lines[i].startswith("@@"):
+            match = _HUNK_HEADER.match(lines[i])
+            if match is None:
+                raise PatchError(f"{path}: bad hunk header {lines[i]!r}")
+            old_count = int(match.group(2) or 1)
+            new_count = int(match.group(4) or 1)
+            old: List[str] = []
+            new: List[str] = []
+            i += 1
+            while len(old) < old_count or len(new) < new_count:
+                line = lines[i]
+                tag, body = line[0], line[1:]
+                if tag in " -":
+                    old.append(body)
+                if tag in " +":
+                    new.append(body)
+                if tag not in " -+":
+                    raise PatchError(f"{path}: bad hunk line {line!r}")
+                i += 1
+                if i < len(lines) and lines[i].startswith("\\"):
+                    # "\ No newline at end of file" applies to the line before.
+                    sides = {"-": (old,), "+": (new,), " ": (old, new)}[tag]
+                    for side in sides:
+                        side[-1] = side[-1].rstrip("\n")
+                    i += 1
+            hunks.append(Hunk(int(match.group(1)), tuple(old), tuple(new)))
+        files.append(FilePatch(path, tuple(hunks)))
+    return files
+
+
+@dataclasses.dataclass(frozen=True)
+class SeriesEntry:
+    """One commit of the upstream change: a patch plus the files it adds."""
+
+    patch_path: Path
+    new_files: Tuple[str, ...]
+
+    @property
+    def message(self) -> email.message.EmailMessage:
+        return email.message_from_bytes(
+            self.patch_path.read_bytes(), policy=email.policy.default
+        )
+
+    @property
+    def diff(self) -> str:
+        body = self.patch_path.read_text()
+        start = body.find("\ndiff --git ")
+        if start < 0:
+            raise PatchError(f"{self.patch_path.name} holds no diff")
+        diff = body[start + 1 :]
+        # Drop format-patch's signature ("-- \n2.39.5\n").
+        return re.sub(r"\n-- \n[^\n]*\n*\Z", "\n", diff)
+
+    @property
+    def file_patches(self) -> List[FilePatch]:
+        return parse_diff(self.diff)
+
+
+def read_series(root: Path) -> List[SeriesEntry]:
+    """Reads ``patches/series``: a patch name, then the new files it adds."""
+    entries = []
+    for raw in (root / "patches" / "series").read_text().splitlines():
+        line = raw.split("#", 1)[0].split()
+        if line:
+            entries.append(SeriesEntry(root / "patches" / line[0], tuple(line[1:])))
+    return entries
+
+
+def patched_files(root: Path) -> Dict[str, List[FilePatch]]:
+    """Each existing ExecuTorch file the series edits, with its patches in order."""
+    result: Dict[str, List[FilePatch]] = {}
+    for entry in read_series(root):
+        for file_patch in entry.file_patches:
+            result.setdefault(file_patch.path, []).append(file_patch)
+    return result
+
+
+def apply_all(patches: List[FilePatch], text: str, reverse: bool = False) -> str:
+    for file_patch in reversed(patches) if reverse else patches:
+        text = file_patch.apply(text, reverse=reverse)
+    return text

@@ -1,0 +1,21 @@
+# Copyright (c) 2026 The executorch-device-guard authors.
+# All rights reserved.
+#
+# This source code is licensed under the BSD-style license found in the
+# LICENSE file in the root directory of this source tree.
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from executorch_device_guard.runner import Emitters
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def emitters() -> Iterator[Emitters]:
+    """Stock and patched overlays of the installed ExecuTorch (left untouched)."""
+    with Emitters(REPO) as e:
+        yield e
