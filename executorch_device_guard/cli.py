@@ -1,0 +1,164 @@
+# Copyright (c) 2026 The executorch-device-guard authors.
+# All rights reserved.
+#
+# This source code is licensed under the BSD-style license found in the
+# LICENSE file in the root directory of this source tree.
+
+"""Command line: check, apply, revert, status, export.
+
+Exit codes: 0 success; 1 ``check`` found a problem; 2 a refusal (nothing
+was modified) or a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+from executorch_device_guard import __version__, data_root
+
+
+def _check(args: argparse.Namespace) -> int:
+    from executorch_device_guard import check
+    from executorch_device_guard.installed import executorch_version
+    from executorch_device_guard.runner import Emitters
+
+    with Emitters() as emitters:
+        device_list = args.devices or check.devices()
+        rows = check.run_matrix(emitters, args.model, device_list, jobs=args.jobs)
+    problems = [f"{row.device}: {p}" for row in rows for p in row.problems]
+    if args.json:
+        report = {
+            "executorch_version": executorch_version(),
+            "model": args.model,
+            "ok": not problems,
+            "rows": [row.as_json() for row in rows],
+        }
+        print(json.dumps(report, indent=1))
+    else:
+        print(check.format_table(rows))
+        print()
+        if problems:
+            print("FAIL:\n  " + "\n  ".join(problems))
+        else:
+            print(
+                "OK: the patched emitter crashes nowhere, names the device in "
+                "every error, and gives the stock emitter's CPU bytes."
+            )
+    return 1 if problems else 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from executorch_device_guard import installed
+    from executorch_device_guard.patchset import patched_files
+
+    root = installed.executorch_root()
+    print(f"ExecuTorch {installed.executorch_version()} at {root}")
+    for rel, state in installed.status(root, patched_files(data_root())).items():
+        print(f"  {state.value:8} {rel}")
+    return 0
+
+
+def _apply(args: argparse.Namespace) -> int:
+    from executorch_device_guard import installed
+    from executorch_device_guard.patchset import patched_files
+
+    root = installed.executorch_root()
+    written = installed.apply(root, patched_files(data_root()))
+    if not written:
+        print(
+            f"already applied to ExecuTorch {installed.executorch_version()} at {root}"
+        )
+    for rel in written:
+        print(f"patched {root / rel}")
+    return 0
+
+
+def _revert(args: argparse.Namespace) -> int:
+    from executorch_device_guard import installed
+    from executorch_device_guard.patchset import patched_files
+
+    root = installed.executorch_root()
+    written = installed.revert(root, patched_files(data_root()))
+    if not written:
+        print(f"nothing to revert in {root}")
+    for rel in written:
+        print(f"restored {root / rel}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from executorch_device_guard.export import export
+
+    for path in export(data_root(), args.dest):
+        print(path)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="executorch-device-guard",
+        description="Guard ExecuTorch's to_executorch() against constant data "
+        "in device memory (ExecuTorch issue #21545).",
+    )
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    c = sub.add_parser(
+        "check",
+        help="export a model on every reachable device, stock vs patched emitter",
+        description="Runs the export on cpu, meta, fake devices and real CUDA "
+        "(when present), each against the stock and the patched emitter in a "
+        "child process. Exits 0 only if the patched emitter crashes nowhere, "
+        "names the device in every error and gives the stock CPU bytes.",
+    )
+    c.add_argument(
+        "--model",
+        default="issue",
+        help="'issue' (the #21545 reproducer, default), 'package.module:attr' "
+        "or 'path/file.py[:attr]'; attr (default 'model') is a "
+        "(module, example_inputs) tuple or a callable returning one",
+    )
+    c.add_argument("--json", action="store_true", help="machine-readable output")
+    c.add_argument(
+        "--jobs",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="child processes at a time (default: %(default)s)",
+    )
+    c.add_argument("--devices", nargs="+", help=argparse.SUPPRESS)
+    c.set_defaults(func=_check)
+
+    for name, func, text in (
+        ("apply", _apply, "patch the ExecuTorch installed in this environment"),
+        ("revert", _revert, "restore the original files byte for byte"),
+        ("status", _status, "stock, patched or unknown, for each file"),
+    ):
+        sub.add_parser(name, help=text, description=text).set_defaults(func=func)
+
+    e = sub.add_parser(
+        "export",
+        help="write the upstream change as git am-able mbox patches",
+    )
+    e.add_argument("dest", type=Path, help="folder to write the patches into")
+    e.set_defaults(func=_export)
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    from executorch_device_guard.installed import GuardError
+
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except GuardError as e:
+        print(f"executorch-device-guard: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
