@@ -1,0 +1,205 @@
+# Copyright (c) 2026 The executorch-device-guard authors.
+# All rights reserved.
+#
+# This source code is licensed under the BSD-style license found in the
+# LICENSE file in the root directory of this source tree.
+
+"""apply, revert, status and export, on a copy of the installed ExecuTorch files.
+
+The CLI runs in a child process whose PYTHONPATH puts a temporary ``site``
+first, so it finds the ``executorch`` package there exactly as it would find
+a real installation. The environment's own ExecuTorch is never modified.
+"""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+from conftest import REPO
+from executorch_device_guard import installed
+from executorch_device_guard.installed import executorch_root, FileState
+from executorch_device_guard.patchset import apply_all, patched_files
+
+TARGETS = patched_files(REPO)
+
+
+def stock_text(rel: str) -> str:
+    """The stock file, from the installed ExecuTorch (stock or patched)."""
+    text = installed.read_text(executorch_root() / rel)
+    state, _ = installed.classify(text, TARGETS[rel])
+    return text if state is FileState.STOCK else apply_all(TARGETS[rel], text, True)
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    """A minimal ExecuTorch 1.5.1 installation holding the series' targets."""
+    site = tmp_path / "site"
+    (site / "executorch").mkdir(parents=True)
+    (site / "executorch" / "__init__.py").write_text("")
+    for rel in TARGETS:
+        path = site / "executorch" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(stock_text(rel))
+    dist = site / "executorch-1.5.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: executorch\nVersion: 1.5.1\n"
+    )
+    return site
+
+
+def hashes(root: Path) -> Dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def cli(site: Path, *args: str, python_flags: List[str] = (), wrap: List[str] = ()):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
+    cmd = [*wrap, sys.executable, *python_flags, "-m", "executorch_device_guard", *args]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_status_apply_twice_revert(site: Path) -> None:
+    before = hashes(site)
+    status = cli(site, "status")
+    assert status.returncode == 0, status.stderr
+    assert f"ExecuTorch 1.5.1 at {site / 'executorch'}" in status.stdout
+    assert "stock    exir/emit/_emitter.py" in status.stdout
+
+    applied = cli(site, "apply")
+    assert applied.returncode == 0, applied.stderr
+    assert f"patched {site / 'executorch' / 'exir/emit/_emitter.py'}" in applied.stdout
+    emitter = (site / "executorch/exir/emit/_emitter.py").read_text()
+    assert 'storage.device.type != "cpu"' in emitter
+    assert "patched  exir/emit/_emitter.py" in cli(site, "status").stdout
+
+    again = cli(site, "apply")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith("already applied to ExecuTorch 1.5.1")
+
+    reverted = cli(site, "revert")
+    assert reverted.returncode == 0, reverted.stderr
+    assert hashes(site) == before
+    assert "nothing to revert" in cli(site, "revert").stdout
+
+
+def test_python_dash_m_and_console_script_agree(site: Path) -> None:
+    script = shutil.which(
+        "executorch-device-guard", path=str(Path(sys.executable).parent)
+    )
+    assert script, "the project installs the executorch-device-guard script"
+    env = dict(os.environ, PYTHONPATH=str(site))
+    by_script = subprocess.run(
+        [script, "status"], env=env, capture_output=True, text=True
+    )
+    assert by_script.returncode == 0, by_script.stderr
+    assert by_script.stdout == cli(site, "status").stdout
+
+
+def test_refuses_a_locally_edited_file(site: Path) -> None:
+    path = site / "executorch/exir/emit/_emitter.py"
+    path.write_text(
+        path.read_text().replace(
+            "            spec_array_type = (",
+            "            # local edit\n            spec_array_type = (",
+        )
+    )
+    before = hashes(site)
+    result = cli(site, "apply")
+    assert result.returncode == 2
+    assert "is unknown" in result.stderr and "Nothing was changed" in result.stderr
+    assert "unknown  exir/emit/_emitter.py" in cli(site, "status").stdout
+    assert hashes(site) == before
+
+
+def test_refuses_without_executorch(tmp_path: Path) -> None:
+    # -S: no site-packages, so the only ExecuTorch would be on PYTHONPATH.
+    result = cli(tmp_path, "apply", python_flags=["-S"])
+    assert result.returncode == 2
+    assert "ExecuTorch is not installed in this environment" in result.stderr
+
+
+def test_refuses_a_read_only_site_packages(site: Path) -> None:
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("needs user namespaces for a read-only bind mount")
+    before = hashes(site)
+    mount = (
+        f'mount --bind "{site}" "{site}" && '
+        f'mount -o remount,ro,bind "{site}" && exec "$@"'
+    )
+    result = cli(site, "apply", wrap=["unshare", "-rm", "sh", "-c", mount, "sh"])
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Read-only file system" in result.stderr
+    assert hashes(site) == before
+
+
+def test_revert_refuses_a_file_changed_after_apply(site: Path) -> None:
+    assert cli(site, "apply").returncode == 0
+    path = site / "executorch/exir/emit/_emitter.py"
+    path.write_text(path.read_text() + "# changed later\n")
+    before = hashes(site)
+    result = cli(site, "revert")
+    assert result.returncode == 2
+    assert "changed after it was patched" in result.stderr
+    assert hashes(site) == before
+
+
+def test_interrupted_apply_leaves_the_originals(
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = hashes(site)
+    real_replace = os.replace
+
+    def interrupted(src, dst):
+        if str(dst).endswith("_emitter.py"):
+            raise KeyboardInterrupt
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        installed.apply(site / "executorch", TARGETS)
+    monkeypatch.undo()
+    assert hashes(site) == before
+
+
+def test_export_applies_with_git_am(tmp_path: Path, site: Path) -> None:
+    out = tmp_path / "patches"
+    result = cli(site, "export", str(out))
+    assert result.returncode == 0, result.stderr
+    mboxes = sorted(out.glob("*.patch"))
+    assert [p.name for p in mboxes] == [
+        line.split()[0]
+        for line in (REPO / "patches/series").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+
+    repo = tmp_path / "executorch"
+    for rel in TARGETS:
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(stock_text(rel))
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "stock"], check=True)
+    am = subprocess.run([*git, "am", *map(str, mboxes)], capture_output=True, text=True)
+    assert am.returncode == 0, am.stdout + am.stderr
+
+    log = subprocess.run(
+        [*git, "log", "--format=%s%n%b"], capture_output=True, text=True
+    )
+    assert log.stdout.count("Fixes #21545") == len(mboxes)
+    for rel, patches in TARGETS.items():
+        assert (repo / rel).read_text() == apply_all(patches, stock_text(rel))
+    for line in (REPO / "patches/series").read_text().splitlines():
+        for new_file in line.split("#")[0].split()[1:]:
+            assert (repo / new_file).read_bytes() == (REPO / new_file).read_bytes()
