@@ -44,7 +44,31 @@ def _constants_to_device(edge: Any, device: str) -> None:
                 table[name] = on_device(value, device, memory)
 
 
-def run(device: str, model_spec: str, external_constants: bool, out: Path) -> Dict:
+def _cuda_partitioner_program(model: Any, inputs: Any) -> Any:
+    """The supported way to export a CUDA model: lower it to the CUDA backend."""
+    from executorch.backends.cuda.cuda_backend import CudaBackend
+    from executorch.backends.cuda.cuda_partitioner import CudaPartitioner
+    from executorch.exir import (
+        EdgeCompileConfig,
+        ExecutorchBackendConfig,
+        to_edge_transform_and_lower,
+    )
+    from torch.export import export
+
+    specs = [CudaBackend.generate_method_name_compile_spec("forward")]
+    edge = to_edge_transform_and_lower(
+        export(model, inputs),
+        partitioner=[CudaPartitioner(specs)],
+        compile_config=EdgeCompileConfig(
+            _check_ir_validity=False, _skip_dim_order=True
+        ),
+    )
+    return edge.to_executorch(ExecutorchBackendConfig(extract_delegate_segments=True))
+
+
+def run(
+    device: str, model_spec: str, external_constants: bool, out: Path, flow: str
+) -> Dict:
     import torch
     from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
     from executorch_device_guard import models
@@ -56,13 +80,16 @@ def run(device: str, model_spec: str, external_constants: bool, out: Path) -> Di
     if device == "cuda":
         model = model.to("cuda")
         inputs = tuple(i.to("cuda") for i in inputs)
-    edge = to_edge_transform_and_lower(export(model, inputs))
-    if device.startswith("fake:"):
-        _constants_to_device(edge, device[len("fake:") :])
-    elif device == "meta":
-        _constants_to_device(edge, "meta")
-    config = ExecutorchBackendConfig(external_constants=external_constants)
-    program = edge.to_executorch(config)
+    if flow == "cuda-partitioner":
+        program = _cuda_partitioner_program(model, inputs)
+    else:
+        edge = to_edge_transform_and_lower(export(model, inputs))
+        if device.startswith("fake:"):
+            _constants_to_device(edge, device[len("fake:") :])
+        elif device == "meta":
+            _constants_to_device(edge, "meta")
+        config = ExecutorchBackendConfig(external_constants=external_constants)
+        program = edge.to_executorch(config)
     files = {"program.pte": program.buffer}
     # 1.5.1 keeps external data in _tensor_data; later releases add data_files.
     for name, cord in (getattr(program, "_tensor_data", None) or {}).items():
@@ -81,9 +108,12 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--model", default="issue")
     parser.add_argument("--external-constants", action="store_true")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--flow", choices=["emit", "cuda-partitioner"], default="emit")
     args = parser.parse_args(argv)
     try:
-        result = run(args.device, args.model, args.external_constants, args.out)
+        result = run(
+            args.device, args.model, args.external_constants, args.out, args.flow
+        )
         code = 0
     except Exception as e:  # noqa: B902 - reported to the parent, then exit 1
         lines = str(e).strip().splitlines() or [""]

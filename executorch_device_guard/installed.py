@@ -48,12 +48,14 @@ def sha256(data: bytes) -> str:
 def executorch_root() -> Path:
     """The installed ``executorch`` package folder, found without importing it."""
     spec = importlib.util.find_spec("executorch")
-    if spec is None or not spec.submodule_search_locations:
-        raise GuardError(
-            "ExecuTorch is not installed in this environment "
-            "(no 'executorch' package is importable)."
-        )
-    return Path(list(spec.submodule_search_locations)[0])
+    # ExecuTorch's wheel is a namespace package: take the portion holding exir.
+    for location in (spec and spec.submodule_search_locations) or []:
+        if (Path(location) / "exir").is_dir():
+            return Path(location)
+    raise GuardError(
+        "ExecuTorch is not installed in this environment "
+        "(no importable 'executorch' package has exir/)."
+    )
 
 
 def executorch_version() -> Optional[str]:

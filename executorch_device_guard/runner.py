@@ -64,7 +64,9 @@ class Emitters:
 
     def env(self, emitter: str) -> Dict[str, str]:
         env = dict(os.environ)
-        parts = [str(self.paths[emitter]), str(data_root().parent)]
+        # The overlay first, then wherever this package itself is imported from.
+        package_parent = Path(__file__).resolve().parent.parent
+        parts = [str(self.paths[emitter]), str(package_parent)]
         if env.get("PYTHONPATH"):
             parts.append(env["PYTHONPATH"])
         env["PYTHONPATH"] = os.pathsep.join(parts)
@@ -89,10 +91,13 @@ class Emitters:
         model: str = "issue",
         external_constants: bool = False,
         out: Optional[Path] = None,
+        flow: str = "emit",
     ) -> Outcome:
-        out = out or Path(self._tmp.name) / "out" / emitter / device.replace(":", "_")
+        out = out or Path(self._tmp.name) / "out" / flow / emitter / device.replace(
+            ":", "_"
+        )
         args = ["-m", "executorch_device_guard.child", "--device", device]
-        args += ["--model", model, "--out", str(out)]
+        args += ["--model", model, "--out", str(out), "--flow", flow]
         if external_constants:
             args.append("--external-constants")
         proc = self.run(emitter, args)
