@@ -13,19 +13,37 @@ import dataclasses
 import re
 import sys
 import time
-from typing import Dict, List, Optional, TextIO
+from typing import Dict, List, Optional, TextIO, Tuple
 
 from executorch_device_guard.runner import Emitters, EMITTERS, Outcome
 
 FAKE_DEVICES = ["fake:cuda:0", "fake:mps:0", "fake:xpu:0"]
 
+# Each path's devices: every device kind for the emitter; one fake device for
+# the other paths (meta cannot reach XNNPACK: lowering fails on it first).
+PATHS = {
+    "emitter": ("emit", ["cpu", "meta", *FAKE_DEVICES]),
+    "xnnpack": ("xnnpack", ["cpu", "fake:cuda:0"]),
+    "bundled": ("bundled", ["cpu", "meta", "fake:cuda:0"]),
+}
 
-def devices(cuda: Optional[bool] = None) -> List[str]:
+
+def cases(
+    paths: Optional[List[str]] = None,
+    devices: Optional[List[str]] = None,
+    cuda: Optional[bool] = None,
+) -> List[Tuple[str, str]]:
+    """The (path, device) pairs to run; real CUDA joins every path when present."""
     if cuda is None:
         import torch
 
         cuda = torch.cuda.is_available()
-    return ["cpu", "meta", *FAKE_DEVICES, *(["cuda"] if cuda else [])]
+    result = []
+    for path in paths or list(PATHS):
+        for device in PATHS[path][1] + (["cuda"] if cuda else []):
+            if devices is None or device in devices:
+                result.append((path, device))
+    return result
 
 
 def _device_pattern(device: str) -> "re.Pattern[str]":
@@ -36,6 +54,7 @@ def _device_pattern(device: str) -> "re.Pattern[str]":
 
 @dataclasses.dataclass
 class Row:
+    path: str
     device: str
     outcomes: Dict[str, Outcome]
 
@@ -60,6 +79,7 @@ class Row:
 
     def as_json(self) -> Dict:
         return {
+            "path": self.path,
             "device": self.device,
             **{
                 e: {
@@ -76,57 +96,63 @@ class Row:
 def run_matrix(
     emitters: Emitters,
     model: str,
-    device_list: List[str],
+    pairs: List[Tuple[str, str]],
     progress: TextIO = sys.stderr,
     jobs: int = 2,
 ) -> List[Row]:
-    """Runs every (device, emitter) child, ``jobs`` at a time."""
-    cases = [(device, emitter) for device in device_list for emitter in EMITTERS]
-    done: Dict[tuple, Outcome] = {}
+    """Runs every (path, device, emitter) child, ``jobs`` at a time."""
+    runs = [(path, device, e) for path, device in pairs for e in EMITTERS]
+    done: Dict[Tuple[str, str, str], Outcome] = {}
 
-    def one(case: tuple) -> None:
-        device, emitter = case
+    def one(run: Tuple[str, str, str]) -> None:
+        path, device, emitter = run
         start = time.monotonic()
-        done[case] = outcome = emitters.export(emitter, device, model)
+        flow = PATHS[path][0]
+        done[run] = outcome = emitters.export(emitter, device, model, flow=flow)
         print(
-            f"[{len(done):2}/{len(cases)}] {emitter:7} emitter, {device:12} "
+            f"[{len(done):2}/{len(runs)}] {path:8} {device:12} {emitter:7} "
             f"{_short(outcome.describe())} ({time.monotonic() - start:.1f} s)",
             file=progress,
             flush=True,
         )
 
-    print(f"running {len(cases)} exports, {jobs} at a time...", file=progress)
+    print(f"running {len(runs)} exports, {jobs} at a time...", file=progress)
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        list(pool.map(one, cases))
+        list(pool.map(one, runs))
     return [
-        Row(device, {emitter: done[(device, emitter)] for emitter in EMITTERS})
-        for device in device_list
+        Row(path, device, {e: done[(path, device, e)] for e in EMITTERS})
+        for path, device in pairs
     ]
 
 
 def _short(text: str) -> str:
-    """The emitter's message without its boilerplate, keeping the device."""
+    """The message without its boilerplate, up to the device it names."""
     text = text.replace("Failed with error: ", "")
-    return re.sub(
-        r"Constant tensor data for ('[^']*' is on device [^,]+),.*", r"\1 ...", text
-    )
+    text = text.replace("Constant tensor data for ", "")
+    return re.sub(r"(is on device [^,\s]+),.*", r"\1 ...", text)
 
 
-def format_table(rows: List[Row], width: int = 58) -> str:
+def format_table(rows: List[Row], width: int = 60) -> str:
     def cell(text: str) -> str:
         text = _short(text)
-        return text if len(text) <= width else text[: width - 3] + "..."
+        if len(text) <= width:
+            return text
+        # Elide the middle, keeping the device the message names.
+        tail = re.search(r"is on device \S+ \.\.\.$", text)
+        keep = len(tail.group(0)) + 1 if tail else 0
+        return text[: width - keep - 3] + "..." + (" " + tail.group(0) if tail else "")
 
-    header = ("device", "stock emitter", "patched emitter")
+    header = ("path", "device", "stock ExecuTorch", "patched ExecuTorch")
     lines = [header] + [
         (
+            row.path,
             row.device,
             cell(row.outcomes["stock"].describe()),
             cell(row.outcomes["patched"].describe()),
         )
         for row in rows
     ]
-    widths = [max(len(line[i]) for line in lines) for i in range(3)]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     out = []
     for i, line in enumerate(lines):
         out.append("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip())

@@ -28,9 +28,9 @@ def _check(args: argparse.Namespace) -> int:
     from executorch_device_guard.runner import Emitters
 
     with Emitters() as emitters:
-        device_list = args.devices or check.devices()
-        rows = check.run_matrix(emitters, args.model, device_list, jobs=args.jobs)
-    problems = [f"{row.device}: {p}" for row in rows for p in row.problems]
+        pairs = check.cases(args.paths, args.devices)
+        rows = check.run_matrix(emitters, args.model, pairs, jobs=args.jobs)
+    problems = [f"{row.path} {row.device}: {p}" for row in rows for p in row.problems]
     if args.json:
         report = {
             "executorch_version": executorch_version(),
@@ -46,8 +46,8 @@ def _check(args: argparse.Namespace) -> int:
             print("FAIL:\n  " + "\n  ".join(problems))
         else:
             print(
-                "OK: the patched emitter crashes nowhere, names the device in "
-                "every error, and gives the stock emitter's CPU bytes."
+                "OK: patched ExecuTorch crashes nowhere, names the device in "
+                "every error, and gives stock ExecuTorch's CPU bytes."
             )
     return 1 if problems else 0
 
@@ -130,7 +130,18 @@ def parser() -> argparse.ArgumentParser:
         default=min(2, os.cpu_count() or 1),
         help="child processes at a time (default: %(default)s)",
     )
-    c.add_argument("--devices", nargs="+", help=argparse.SUPPRESS)
+    c.add_argument(
+        "--paths",
+        nargs="+",
+        choices=["emitter", "xnnpack", "bundled"],
+        help="export paths to run (default: all)",
+    )
+    c.add_argument(
+        "--devices",
+        nargs="+",
+        help="only these devices (cpu, meta, fake:cuda:0, fake:mps:0, "
+        "fake:xpu:0, cuda)",
+    )
     c.set_defaults(func=_check)
 
     for name, func, text in (

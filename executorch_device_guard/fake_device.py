@@ -66,17 +66,39 @@ class DeviceStorageTensor(torch.Tensor):
     def untyped_storage(self) -> torch.UntypedStorage:
         return self.device_storage
 
+    def __deepcopy__(self, memo: dict) -> "torch.Tensor":
+        # A copy of a device tensor is on the same device: keep the claim.
+        return self
+
+
+class DeviceStorageParameter(torch.nn.Parameter):
+    """The same, for parameters: exported programs check their type."""
+
+    device_storage: torch.UntypedStorage
+
+    def untyped_storage(self) -> torch.UntypedStorage:
+        return self.device_storage
+
+    def __deepcopy__(self, memo: dict) -> "torch.Tensor":
+        # A copy of a device tensor is on the same device: keep the claim.
+        return self
+
 
 def on_device(
     tensor: torch.Tensor, device: str, memory: NoAccessMemory
 ) -> torch.Tensor:
     """``tensor`` with its storage on ``device`` (a real move for ``meta``)."""
+    is_parameter = isinstance(tensor, torch.nn.Parameter)
     if device == "meta":
-        return tensor.to("meta")
+        moved = tensor.detach().to("meta")
+        return (
+            torch.nn.Parameter(moved, tensor.requires_grad) if is_parameter else moved
+        )
     nbytes = tensor.untyped_storage().nbytes()
     if nbytes > memory.nbytes:
         raise ValueError(f"{nbytes} bytes do not fit in {memory.nbytes}")
-    fake = torch.Tensor._make_subclass(DeviceStorageTensor, tensor)
+    cls = DeviceStorageParameter if is_parameter else DeviceStorageTensor
+    fake = torch.Tensor._make_subclass(cls, tensor.detach(), tensor.requires_grad)
     fake.device_storage = torch._C._construct_storage_from_data_pointer(
         memory.address, torch.device(device), nbytes
     )

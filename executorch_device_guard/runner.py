@@ -46,6 +46,8 @@ class Outcome:
             return f"exit {self.returncode}, no result"
         if self.result["outcome"] == "ok":
             return "ok"
+        if self.result["outcome"] == "n/a":
+            return f"n/a ({self.result['message']})"
         return f"{self.result['type']}: {self.result['message']}"
 
 
@@ -74,11 +76,16 @@ class Emitters:
         return env
 
     def run(
-        self, emitter: str, args: List[str], timeout: float = 900
+        self,
+        emitter: str,
+        args: List[str],
+        timeout: float = 900,
+        cwd: Optional[Path] = None,
     ) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, *args],
             env=self.env(emitter),
+            cwd=cwd,
             capture_output=True,
             text=True,
             timeout=timeout,

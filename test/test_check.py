@@ -49,7 +49,7 @@ CPU_OK = {"outcome": "ok", "files": {"program.pte": "ab"}}
     ],
 )
 def test_verdict(device: str, stock: Outcome, patched: Outcome, problem) -> None:
-    problems = Row(device, {"stock": stock, "patched": patched}).problems
+    problems = Row("emitter", device, {"stock": stock, "patched": patched}).problems
     if problem is None:
         assert problems == []
     else:
@@ -65,24 +65,43 @@ def run_check(*args: str) -> subprocess.CompletedProcess:
 def test_default_check_json() -> None:
     result = run_check("--json")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "[10/10]" in result.stderr  # progress
+    assert "[20/20]" in result.stderr  # progress
     report = json.loads(result.stdout)
     assert report["ok"] and report["executorch_version"] == "1.5.1"
-    rows = {row["device"]: row for row in report["rows"]}
-    assert list(rows)[:5] == ["cpu", "meta", "fake:cuda:0", "fake:mps:0", "fake:xpu:0"]
-    assert (
-        rows["cpu"]["stock"]["result"]["files"]
-        == rows["cpu"]["patched"]["result"]["files"]
+    rows = {(row["path"], row["device"]): row for row in report["rows"]}
+    assert list(rows) == [
+        ("emitter", "cpu"),
+        ("emitter", "meta"),
+        ("emitter", "fake:cuda:0"),
+        ("emitter", "fake:mps:0"),
+        ("emitter", "fake:xpu:0"),
+        ("xnnpack", "cpu"),
+        ("xnnpack", "fake:cuda:0"),
+        ("bundled", "cpu"),
+        ("bundled", "meta"),
+        ("bundled", "fake:cuda:0"),
+    ]
+    for key, row in rows.items():
+        stock, patched = row["stock"], row["patched"]
+        if key[1] == "cpu":
+            assert stock["result"]["files"] == patched["result"]["files"]
+            continue
+        if key[1] == "meta":
+            assert stock["summary"].endswith("NULL pointer access"), key
+        else:
+            assert stock["returncode"] == -11, key
+            assert stock["summary"] == "SIGSEGV (exit 139)", key
+        device = key[1].replace("fake:", "")
+        assert f"is on device {device}," in patched["summary"], key
+    assert rows[("emitter", "meta")]["stock"]["summary"] == (
+        "InternalError: Failed with error: NULL pointer access"
     )
-    assert (
-        rows["meta"]["stock"]["summary"]
-        == "InternalError: Failed with error: NULL pointer access"
+    assert rows[("bundled", "meta")]["stock"]["summary"] == (
+        "ValueError: NULL pointer access"
     )
-    for device in ("cuda:0", "mps:0", "xpu:0"):
-        row = rows[f"fake:{device}"]
-        assert row["stock"]["returncode"] == -11
-        assert row["stock"]["summary"] == "SIGSEGV (exit 139)"
-        assert f"'0.weight' is on device {device}," in row["patched"]["summary"]
+    assert "'0.weight' is on device cuda:0," in (
+        rows[("emitter", "fake:cuda:0")]["patched"]["summary"]
+    )
 
 
 def test_check_on_a_users_model_file(tmp_path: Path) -> None:
@@ -94,11 +113,25 @@ def test_check_on_a_users_model_file(tmp_path: Path) -> None:
         "    return model.eval(), (torch.ones(1, 2, 8),)\n"
     )
     result = run_check(
-        "--model", f"{model_file}:make", "--devices", "cpu", "fake:cuda:0"
+        "--model",
+        f"{model_file}:make",
+        "--paths",
+        "emitter",
+        "--devices",
+        "cpu",
+        "fake:cuda:0",
     )
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["device", "stock", "emitter", "patched", "emitter"]
-    assert lines[2].split()[:3] == ["cpu", "ok", "ok"]
-    assert lines[3].startswith("fake:cuda:0  SIGSEGV (exit 139)")
-    assert "'0.weight' is on device cuda:0" in lines[3]
+    assert lines[0].split() == [
+        "path",
+        "device",
+        "stock",
+        "ExecuTorch",
+        "patched",
+        "ExecuTorch",
+    ]
+    assert lines[2].split() == ["emitter", "cpu", "ok", "ok"]
+    assert lines[3].startswith("emitter  fake:cuda:0  SIGSEGV (exit 139)")
+    assert "'0.weight' is on device cuda:0 ..." in lines[3]
+    assert lines[-1].startswith("OK: patched ExecuTorch crashes nowhere")

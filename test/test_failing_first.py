@@ -4,33 +4,110 @@
 # This source code is licensed under the BSD-style license found in the
 # LICENSE file in the root directory of this source tree.
 
-"""The upstream tests fail on the stock emitter and pass on the patched one.
+"""The upstream tests crash or fail on stock ExecuTorch and pass patched.
 
-Every case runs in a child process against an overlay of the installed
-ExecuTorch (see executorch_device_guard.overlay): the stock one as installed,
-the patched one with patches/ applied. The installation itself is never touched.
+Every upstream test module of the series runs in child processes against two
+overlays of the installed ExecuTorch (see executorch_device_guard.overlay): the
+stock one as installed, the patched one with patches/ applied. The installation
+itself is never touched. On stock, each fake-device case must die with SIGSEGV
+at the host read it guards; each meta case must fail without naming the device;
+every other case must pass. On patched, the whole module must pass.
 """
 
+import concurrent.futures
+import dataclasses
 import re
 import signal
 import subprocess
-from typing import Dict
+from typing import Dict, List, Tuple
 
 import pytest
 
 from conftest import REPO
 from executorch_device_guard.runner import Emitters
 
-UPSTREAM = "exir/emit/test/test_emit_device_constants.py"
-FAKE_DEVICES = ["cuda:0", "mps:0"]
-RAISING_TESTS = [
+FAKE = ["cuda:0", "mps:0"]
+EMIT_RAISING = [
     "test_constant_on_device_raises",
     "test_external_constant_on_device_raises",
     "test_initialized_mutable_buffer_on_device_raises",
     "test_constant_method_on_device_raises",
 ]
-# The stock emitter's own line for the host read, in 1.5.1 and main.
-STOCK_CRASH = re.compile(r'_emitter\.py", line 460 in _tensor_spec_to_evalue')
+
+
+@dataclasses.dataclass
+class Module:
+    path: str
+    # test id -> where stock ExecuTorch's faulthandler traceback must point
+    crashes: Dict[str, str]
+    # test ids that fail on stock, with the stock error that names no device
+    failures: Dict[str, str]
+    patched_summary: str
+
+
+NULL_ACCESS = (
+    r"Actual message: 'Failed with error: NULL pointer access\\n"
+    r"|^E +ValueError: NULL pointer access$"
+)
+
+MODULES = [
+    Module(
+        "exir/emit/test/test_emit_device_constants.py",
+        # Line 460 as in the issue: 1.5.1 and main have the same emitter.
+        {
+            f"{test}[{d}]": r'emit/_emitter\.py", line 460 in _tensor_spec_to_evalue'
+            for test in EMIT_RAISING
+            for d in FAKE
+        },
+        {f"{test}[meta]": NULL_ACCESS for test in EMIT_RAISING},
+        "19 passed, 1 skipped",
+    ),
+    Module(
+        "devtools/bundled_program/test/test_bundle_device_tensors.py",
+        {
+            f"test_device_tensor_raises_before_any_read[{d}]": (
+                r'bundled_program/core\.py", line \d+ in _emit_bundled_tensor'
+            )
+            for d in FAKE
+        },
+        {
+            "test_meta_expected_output_raises": NULL_ACCESS,
+            "test_meta_input_raises": NULL_ACCESS,
+        },
+        "5 passed, 1 skipped",
+    ),
+    Module(
+        "backends/xnnpack/test/test_xnnpack_device_constants.py",
+        {
+            f"test_weight_on_device_raises[{d}]": (
+                r'operators/node_visitor\.py", line \d+ in get_serialized_buffer_index'
+            )
+            for d in FAKE
+        },
+        {},
+        "3 passed, 1 skipped",
+    ),
+    Module(
+        "backends/vulkan/test/test_vulkan_device_constants.py",
+        {
+            **{
+                f"test_weight_on_device_raises[{d}]": (
+                    r'vulkan_graph_builder\.py", line \d+ in maybe_add_constant_tensor'
+                )
+                for d in FAKE
+            },
+            **{
+                f"test_serialize_vulkan_graph_raises[{d}]": (
+                    r'vulkan_graph_serialize\.py", line \d+ in serialize_constant_tensors'
+                )
+                for d in FAKE
+            },
+        },
+        {},
+        "5 passed",
+    ),
+]
+MODULE_IDS = [m.path.rsplit("/", 1)[1][: -len(".py")] for m in MODULES]
 
 
 def run_pytest(
@@ -42,8 +119,8 @@ def run_pytest(
         "sys.exit(pytest.main(sys.argv[1:]))"
     )
     cmd = ["-X", "faulthandler", "-c", script, "-p", "no:cacheprovider", "-rA"]
-    proc = emitters.run(emitter, [*cmd, *args])
-    # Prove which emitter the child imported.
+    proc = emitters.run(emitter, [*cmd, *args], cwd=REPO)
+    # Prove which ExecuTorch the child imported.
     assert (
         f"EMITTER {emitters.paths[emitter]}/executorch/exir/emit/_emitter.py"
         in proc.stdout
@@ -58,68 +135,71 @@ def outcomes(stdout: str) -> Dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def patched_run(emitters: Emitters) -> subprocess.CompletedProcess:
-    return run_pytest(emitters, "patched", str(REPO / UPSTREAM))
+def runs(emitters: Emitters) -> Dict[Tuple[str, str, str], subprocess.CompletedProcess]:
+    """Every child this file needs, two at a time: (emitter, module, what) -> run.
+
+    Each stock crash case needs a child of its own; the rest of a module runs in
+    one child per emitter.
+    """
+    jobs: List[Tuple[str, str, str, List[str]]] = []
+    for m in MODULES:
+        path = m.path  # node ids are relative to the rootdir, REPO
+        jobs.append(("patched", m.path, "all", [path]))
+        deselect = [arg for t in m.crashes for arg in ("--deselect", f"{path}::{t}")]
+        jobs.append(("stock", m.path, "rest", [path, *deselect]))
+        jobs += [("stock", m.path, t, [f"{path}::{t}"]) for t in m.crashes]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {
+            job[:3]: pool.submit(run_pytest, emitters, job[0], *job[3]) for job in jobs
+        }
+        return {key: future.result() for key, future in futures.items()}
 
 
-def test_patched_emitter_passes_the_whole_upstream_module(patched_run) -> None:
-    assert patched_run.returncode == 0, patched_run.stdout + patched_run.stderr
-    assert re.search(
-        r"\b19 passed, 1 skipped\b", patched_run.stdout
-    ), patched_run.stdout
-    assert "Fatal Python error" not in patched_run.stderr
+@pytest.mark.parametrize("module", MODULES, ids=MODULE_IDS)
+def test_patched_passes_the_whole_module(runs, module: Module) -> None:
+    run = runs[("patched", module.path, "all")]
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert re.search(rf"\b{module.patched_summary}\b", run.stdout), run.stdout
+    assert "Fatal Python error" not in run.stderr
 
 
-@pytest.mark.parametrize("device", FAKE_DEVICES)
-@pytest.mark.parametrize("test", RAISING_TESTS)
-def test_fake_device_case_crashes_stock_and_passes_patched(
-    emitters: Emitters, patched_run, test: str, device: str
-) -> None:
-    test_id = f"{test}[{device}]"
-    stock = run_pytest(emitters, "stock", f"{REPO / UPSTREAM}::{test_id}")
-    assert stock.returncode == -signal.SIGSEGV, stock.stdout + stock.stderr
-    assert "Fatal Python error: Segmentation fault" in stock.stderr
-    assert STOCK_CRASH.search(stock.stderr), stock.stderr
-    assert outcomes(patched_run.stdout)[test_id] == "PASSED"
+@pytest.mark.parametrize("module", MODULES, ids=MODULE_IDS)
+def test_fake_device_cases_crash_stock_and_pass_patched(runs, module: Module) -> None:
+    patched = outcomes(runs[("patched", module.path, "all")].stdout)
+    for test_id, crash_site in module.crashes.items():
+        stock = runs[("stock", module.path, test_id)]
+        assert stock.returncode == -signal.SIGSEGV, (
+            test_id,
+            stock.stdout + stock.stderr,
+        )
+        assert "Fatal Python error: Segmentation fault" in stock.stderr, test_id
+        assert re.search(crash_site, stock.stderr), (test_id, stock.stderr)
+        assert patched[test_id] == "PASSED", test_id
 
 
-def test_meta_cases_fail_stock_without_naming_the_device(
-    emitters: Emitters, patched_run
-) -> None:
-    stock = run_pytest(emitters, "stock", str(REPO / UPSTREAM), "-k", "raises and meta")
-    assert stock.returncode == 1, stock.stdout + stock.stderr
-    meta_ids = [f"{test}[meta]" for test in RAISING_TESTS]
-    assert {t: outcomes(stock.stdout).get(t) for t in meta_ids} == dict.fromkeys(
-        meta_ids, "FAILED"
+@pytest.mark.parametrize("module", MODULES, ids=MODULE_IDS)
+def test_other_cases_fail_stock_only_where_expected(runs, module: Module) -> None:
+    stock = runs[("stock", module.path, "rest")]
+    patched = outcomes(runs[("patched", module.path, "all")].stdout)
+    stock_outcomes = outcomes(stock.stdout)
+    assert stock.returncode == (1 if module.failures else 0), (
+        stock.stdout + stock.stderr
     )
-    # Each stock failure is a NULL pointer access that names no device: an
-    # InternalError from the graph's nodes, a bare ValueError from
-    # constant_methods.
+    assert {t for t, o in stock_outcomes.items() if o == "FAILED"} == set(
+        module.failures
+    )
+    # Each stock failure is an error that names no device.
     sections = re.split(r"^_{3,} (\S+) _{3,}$", stock.stdout, flags=re.M)
     failures = dict(zip(sections[1::2], sections[2::2]))
-    assert sorted(failures) == sorted(meta_ids)
-    for test_id, text in failures.items():
-        raised = re.search(
-            r"Actual message: 'Failed with error: NULL pointer access\\n"
-            r"|^E +ValueError: NULL pointer access$",
-            text,
-            re.M,
+    for test_id, stock_error in module.failures.items():
+        assert re.search(stock_error, failures[test_id], re.M), (
+            test_id,
+            failures[test_id],
         )
-        assert raised, (test_id, text)
-        assert not re.search(r"Actual message: '[^']*on device meta", text)
-    for test_id in meta_ids:
-        assert outcomes(patched_run.stdout)[test_id] == "PASSED"
-
-
-def test_cases_that_must_keep_working_pass_on_both(
-    emitters: Emitters, patched_run
-) -> None:
-    stock = run_pytest(emitters, "stock", str(REPO / UPSTREAM), "-k", "not raises")
-    assert stock.returncode == 0, stock.stdout + stock.stderr
-    kept = {t: o for t, o in outcomes(stock.stdout).items() if o == "PASSED"}
-    assert len(kept) == 7, stock.stdout
-    for test_id in kept:
-        assert outcomes(patched_run.stdout)[test_id] == "PASSED"
+        assert not re.search(r"Actual message: '[^']*on device meta", failures[test_id])
+    for test_id, outcome in stock_outcomes.items():
+        if outcome == "PASSED":
+            assert patched[test_id] == "PASSED", test_id
 
 
 @pytest.mark.parametrize(

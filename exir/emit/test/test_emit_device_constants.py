@@ -10,17 +10,16 @@
 
 Reading a device tensor's data_ptr() from the host kills the process, so these
 tests cannot rely on a real accelerator being absent or present. A "fake device"
-tensor is a CPU tensor whose untyped_storage() claims another device over host
-address space that faults on any access: if the emitter read it before raising,
-the test process would crash instead of passing.
+tensor is a CPU tensor whose untyped_storage() claims another device over an
+address in the null page, which no supported OS maps (Linux's mmap_min_addr,
+macOS's __PAGEZERO, the reserved first 64 KiB on Windows): if the emitter read it
+before raising, the test process would crash instead of passing.
 """
 
-import ctypes
-import mmap
 import re
 import subprocess
 import sys
-from typing import Iterator, Tuple
+from typing import Tuple
 
 import pytest
 import torch
@@ -34,7 +33,9 @@ from executorch.exir.error import InternalError
 from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
 from torch.export import export
 
-_NO_ACCESS_BYTES = 1 << 16
+# Inside the first page, with room for the small constants below.
+_UNREADABLE_ADDRESS = 0x10
+_UNREADABLE_BYTES = 4096 - _UNREADABLE_ADDRESS
 
 # Fake devices need no hardware; meta is a real device with no data at all.
 DEVICES = ["cuda:0", "mps:0", "meta"]
@@ -51,58 +52,6 @@ program = to_edge_transform_and_lower(export(model, (example,))).to_executorch()
 """
 
 
-class _NoAccessMemory:
-    """Reserved host address space that faults on any read or write."""
-
-    def __init__(self, nbytes: int) -> None:
-        self.nbytes = nbytes
-        if sys.platform == "win32":
-            kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
-            kernel32.VirtualAlloc.restype = ctypes.c_void_p
-            kernel32.VirtualAlloc.argtypes = [
-                ctypes.c_void_p,
-                ctypes.c_size_t,
-                ctypes.c_ulong,
-                ctypes.c_ulong,
-            ]
-            mem_reserve, page_noaccess = 0x2000, 0x01
-            address = kernel32.VirtualAlloc(None, nbytes, mem_reserve, page_noaccess)
-            failed = not address
-        else:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.mmap.restype = ctypes.c_void_p
-            libc.mmap.argtypes = [
-                ctypes.c_void_p,
-                ctypes.c_size_t,
-                ctypes.c_int,
-                ctypes.c_int,
-                ctypes.c_int,
-                ctypes.c_long,
-            ]
-            prot_none = 0
-            flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
-            address = libc.mmap(None, nbytes, prot_none, flags, -1, 0)
-            failed = address in (None, ctypes.c_void_p(-1).value)
-        if failed:
-            raise OSError(ctypes.get_errno(), "could not reserve no-access memory")
-        self.address: int = address
-
-    def close(self) -> None:
-        if sys.platform == "win32":
-            mem_release = 0x8000
-            kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
-            kernel32.VirtualFree.argtypes = [
-                ctypes.c_void_p,
-                ctypes.c_size_t,
-                ctypes.c_ulong,
-            ]
-            kernel32.VirtualFree(self.address, 0, mem_release)
-        else:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-            libc.munmap(self.address, self.nbytes)
-
-
 class _DeviceStorageTensor(torch.Tensor):
     """A CPU tensor whose storage claims to be on another device."""
 
@@ -112,23 +61,14 @@ class _DeviceStorageTensor(torch.Tensor):
         return self.device_storage
 
 
-@pytest.fixture
-def no_access_memory() -> Iterator[_NoAccessMemory]:
-    memory = _NoAccessMemory(_NO_ACCESS_BYTES)
-    yield memory
-    memory.close()
-
-
-def _on_device(
-    tensor: torch.Tensor, device: str, memory: _NoAccessMemory
-) -> torch.Tensor:
+def _on_device(tensor: torch.Tensor, device: str) -> torch.Tensor:
     if device == "meta":
         return tensor.to("meta")
     nbytes = tensor.untyped_storage().nbytes()
-    assert nbytes <= memory.nbytes
+    assert nbytes <= _UNREADABLE_BYTES
     fake = torch.Tensor._make_subclass(_DeviceStorageTensor, tensor)
     fake.device_storage = torch._C._construct_storage_from_data_pointer(
-        memory.address, torch.device(device), nbytes
+        _UNREADABLE_ADDRESS, torch.device(device), nbytes
     )
     return fake
 
@@ -164,44 +104,36 @@ def _replace_state(edge: EdgeProgramManager, fqn: str, tensor: torch.Tensor) -> 
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_constant_on_device_raises(
-    device: str, no_access_memory: _NoAccessMemory
-) -> None:
+def test_constant_on_device_raises(device: str) -> None:
     edge = _edge(_LinearReLU(), (torch.ones(2, 4),))
     weight = edge.exported_program().state_dict["0.weight"]
-    _replace_state(edge, "0.weight", _on_device(weight, device, no_access_memory))
+    _replace_state(edge, "0.weight", _on_device(weight, device))
     with pytest.raises(InternalError, match=_device_error("0.weight", device)):
         edge.to_executorch()
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_external_constant_on_device_raises(
-    device: str, no_access_memory: _NoAccessMemory
-) -> None:
+def test_external_constant_on_device_raises(device: str) -> None:
     edge = _edge(_LinearReLU(), (torch.ones(2, 4),))
     weight = edge.exported_program().state_dict["0.weight"]
-    _replace_state(edge, "0.weight", _on_device(weight, device, no_access_memory))
+    _replace_state(edge, "0.weight", _on_device(weight, device))
     with pytest.raises(InternalError, match=_device_error("0.weight", device)):
         edge.to_executorch(ExecutorchBackendConfig(external_constants=True))
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_initialized_mutable_buffer_on_device_raises(
-    device: str, no_access_memory: _NoAccessMemory
-) -> None:
+def test_initialized_mutable_buffer_on_device_raises(device: str) -> None:
     edge = _edge(_Counter(), (torch.ones(4),))
     count = edge.exported_program().state_dict["count"]
-    _replace_state(edge, "count", _on_device(count, device, no_access_memory))
+    _replace_state(edge, "count", _on_device(count, device))
     config = ExecutorchBackendConfig(passes=[InitializedMutableBufferPass(["count"])])
     with pytest.raises(InternalError, match=_device_error("count", device)):
         edge.to_executorch(config)
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_constant_method_on_device_raises(
-    device: str, no_access_memory: _NoAccessMemory
-) -> None:
-    scale = _on_device(torch.ones(3), device, no_access_memory)
+def test_constant_method_on_device_raises(device: str) -> None:
+    scale = _on_device(torch.ones(3), device)
     edge = to_edge(
         export(_LinearReLU().eval(), (torch.ones(2, 4),)),
         constant_methods={"get_scale": scale},
@@ -232,24 +164,18 @@ def test_cpu_constants_export() -> None:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_uninitialized_mutable_buffer_on_device_is_emitted(
-    device: str, no_access_memory: _NoAccessMemory
-) -> None:
+def test_uninitialized_mutable_buffer_on_device_is_emitted(device: str) -> None:
     # Without an initial state only the buffer's shape and dtype are serialized.
     edge = _edge(_Counter(), (torch.ones(4),))
     count = edge.exported_program().state_dict["count"]
-    _replace_state(edge, "count", _on_device(count, device, no_access_memory))
+    _replace_state(edge, "count", _on_device(count, device))
     assert len(edge.to_executorch().buffer) > 0
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_empty_constant_on_device_is_emitted(
-    device: str, no_access_memory: _NoAccessMemory
-) -> None:
+def test_empty_constant_on_device_is_emitted(device: str) -> None:
     edge = to_edge(
         export(_LinearReLU().eval(), (torch.ones(2, 4),)),
-        constant_methods={
-            "get_empty": _on_device(torch.ones(0), device, no_access_memory)
-        },
+        constant_methods={"get_empty": _on_device(torch.ones(0), device)},
     )
     assert len(edge.to_executorch().buffer) > 0
