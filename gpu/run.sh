@@ -9,4 +9,4 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
     --upgrade --target /tmp/site .whl/*.whl || exit
 export PYTHONPATH=/tmp/site
 nvidia-smi -L
-PYTHONUNBUFFERED=1 python3 gpu/run_gpu.py "$out" 2>&1 | tee "$out/gpu-log.txt"
+PYTHONUNBUFFERED=1 python3 gpu/run_gpu.py "$out" "$@" 2>&1 | tee "$out/gpu-log.txt"
