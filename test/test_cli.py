@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Dict, List
 
@@ -203,3 +204,50 @@ def test_export_applies_with_git_am(tmp_path: Path, site: Path) -> None:
     for line in (REPO / "patches/series").read_text().splitlines():
         for new_file in line.split("#")[0].split()[1:]:
             assert (repo / new_file).read_bytes() == (REPO / new_file).read_bytes()
+
+
+def test_the_wheel_requires_nothing_and_carries_the_series(tmp_path: Path) -> None:
+    # Installing the tool must never add, upgrade or downgrade torch or ExecuTorch.
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    subprocess.run(
+        [*pip, "wheel", "-q", "--no-deps", str(REPO), "-w", str(tmp_path)], check=True
+    )
+    (wheel,) = tmp_path.glob("executorch_device_guard-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = archive.read(
+            next(n for n in archive.namelist() if n.endswith("dist-info/METADATA"))
+        ).decode()
+    requires = [
+        line for line in metadata.splitlines() if line.startswith("Requires-Dist")
+    ]
+    assert [r.replace('"', "'") for r in requires] == [
+        "Requires-Dist: pytest; extra == 'test'"
+    ]
+
+    target = tmp_path / "site"
+    subprocess.run(
+        [*pip, "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+        check=True,
+    )
+    env = dict(os.environ, PYTHONPATH=str(target))
+    code = "import executorch_device_guard as g; print(g.__file__, g.data_root())"
+    where = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert where.stdout.split() == [
+        str(target / "executorch_device_guard/__init__.py"),
+        str(target / "executorch_device_guard/_upstream"),
+    ]
+    status = subprocess.run(
+        [sys.executable, "-m", "executorch_device_guard", "status"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert status.returncode == 0, status.stderr
+    assert len(status.stdout.splitlines()) == 1 + len(TARGETS)
