@@ -4,45 +4,58 @@
 # This source code is licensed under the BSD-style license found in the
 # LICENSE file in the root directory of this source tree.
 
-"""ExecuTorch's own emitter tests, stock versus patched, side by side.
+"""ExecuTorch's own tests of the patched files, stock versus patched.
 
-    .venv/bin/python scripts/no_regression.py
+    .venv/bin/python scripts/no_regression.py [TEST ...]
 
-Runs the installed ExecuTorch's exir/emit/test/test_emit.py twice, each time
-from an overlay (stock, then patched), and prints both pytest summaries. Exits
-0 when they match. Not part of CI (about 4 minutes on 2 cores).
+Runs each of the installed ExecuTorch's test modules twice, from an overlay
+(stock, then patched), and prints both pytest summaries. Exits 0 when they
+match for every module. Default: the emitter's, the bundled program's and the
+XNNPACK and Vulkan serialization tests. Not part of CI (a few minutes).
 """
 
 import re
 import sys
 from pathlib import Path
+from typing import List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from executorch_device_guard.runner import Emitters, EMITTERS  # noqa: E402
 
-TEST = "executorch/exir/emit/test/test_emit.py"
+TESTS = [
+    "exir/emit/test/test_emit.py",
+    "devtools/bundled_program/test/test_bundle_data.py",
+    "devtools/bundled_program/test/test_end2end.py",
+    "backends/xnnpack/test/serialization/test_serialization.py",
+    "backends/vulkan/test/test_serialization.py",
+]
 
 
-def main() -> int:
-    summaries = {}
+def main(tests: List[str]) -> int:
+    different = []
     with Emitters() as emitters:
-        for emitter in EMITTERS:
-            path = emitters.paths[emitter] / TEST
-            proc = emitters.run(
-                emitter,
-                ["-m", "pytest", "-q", "-p", "no:cacheprovider", str(path)],
-                timeout=1800,
-            )
-            counts = re.findall(
-                r"^=*\s*(\d+ \w+(?:, \d+ \w+)*) in [\d.]+s", proc.stdout, re.M
-            )
-            summaries[emitter] = counts[-1] if counts else f"exit {proc.returncode}"
-            print(f"{emitter:7} emitter: {summaries[emitter]}", flush=True)
-    same = summaries["stock"] == summaries["patched"]
-    print("same result" if same else "DIFFERENT results")
-    return 0 if same else 1
+        for test in tests:
+            summaries = {}
+            for emitter in EMITTERS:
+                path = emitters.paths[emitter] / "executorch" / test
+                proc = emitters.run(
+                    emitter,
+                    ["-m", "pytest", "-q", "-p", "no:cacheprovider", str(path)],
+                    timeout=1800,
+                )
+                counts = re.findall(
+                    r"^=*\s*(\d+ [\w ]+?(?:, \d+ [\w ]+?)*) in [\d.]+s",
+                    proc.stdout,
+                    re.M,
+                )
+                summaries[emitter] = counts[-1] if counts else f"exit {proc.returncode}"
+                print(f"{test}: {emitter:7} {summaries[emitter]}", flush=True)
+            if summaries["stock"] != summaries["patched"]:
+                different.append(test)
+    print("DIFFERENT results: " + ", ".join(different) if different else "same results")
+    return 1 if different else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:] or TESTS))
