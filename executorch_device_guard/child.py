@@ -112,19 +112,16 @@ def _bundled(model: Any, inputs: Any, device: str) -> Any:
     from executorch_device_guard.fake_device import on_device
     from torch.export import export
 
-    cpu_inputs = [i.cpu() for i in inputs]
-    cpu_model = model.cpu() if device == "cuda" else model
-    program = to_edge(export(cpu_model, tuple(cpu_inputs))).to_executorch()
-    if device == "cuda":
-        with torch.no_grad():
-            expected = model.to("cuda")(*(i.to("cuda") for i in inputs))
-    else:
-        with torch.no_grad():
-            expected = model(*cpu_inputs)
+    # run() leaves the model on CPU for this path: the program is exported from
+    # CPU, and only the expected outputs are computed on the device.
+    program = to_edge(export(model, inputs)).to_executorch()
+    where = "cuda" if device == "cuda" else "cpu"
+    with torch.no_grad():
+        expected = model.to(where)(*(i.to(where) for i in inputs))
     outputs = list(expected) if isinstance(expected, (tuple, list)) else [expected]
     if device == "meta":
         outputs = [o.to("meta") for o in outputs]
-    case = MethodTestCase(inputs=cpu_inputs, expected_outputs=outputs)
+    case = MethodTestCase(inputs=list(inputs), expected_outputs=outputs)
     bundled = BundledProgram(program, [MethodTestSuite("forward", [case])])
     if device.startswith("fake:"):
         # BundledProgram takes only plain torch.Tensor values, which cannot
