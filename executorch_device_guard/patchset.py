@@ -156,12 +156,20 @@ def read_series(root: Path) -> List[SeriesEntry]:
     return entries
 
 
-def patched_files(root: Path) -> Dict[str, List[FilePatch]]:
-    """Each existing ExecuTorch file the series edits, with its patches in order."""
+def patched_files(
+    root: Path, build_files: bool = False
+) -> Dict[str, List[FilePatch]]:
+    """Each existing ExecuTorch file the series edits, with its patches in order.
+
+    Python files only, unless ``build_files``: the build files the series
+    edits (BUCK, targets.bzl) are in ExecuTorch's source tree, never in an
+    installed package, so ``apply``, ``status`` and the overlays skip them.
+    """
     result: Dict[str, List[FilePatch]] = {}
     for entry in read_series(root):
         for file_patch in entry.file_patches:
-            result.setdefault(file_patch.path, []).append(file_patch)
+            if build_files or file_patch.path.endswith(".py"):
+                result.setdefault(file_patch.path, []).append(file_patch)
     return result
 
 

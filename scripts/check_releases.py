@@ -38,7 +38,7 @@ def main(git_dir: str, refs: list) -> int:
             (t for t in tags if re.fullmatch(r"v1\.\d+\.\d+", t)),
             key=lambda t: tuple(map(int, t[1:].split("."))),
         ) + ["main"]
-    targets = patched_files(data_root())
+    targets = patched_files(data_root(), build_files=True)
     print("| ref | " + " | ".join(f"`{p}`" for p in targets) + " |")
     print("|---" * (len(targets) + 1) + "|")
     for ref in refs:
