@@ -1,0 +1,98 @@
+# Copyright (c) 2026 The executorch-device-guard authors.
+# All rights reserved.
+#
+# This source code is licensed under the BSD-style license found in the
+# LICENSE file in the root directory of this source tree.
+
+"""Import the upstream series from commits in a checkout of pytorch/executorch.
+
+    python scripts/import_series.py PATH/TO/executorch BASE
+
+Each commit in BASE..HEAD becomes one line of ``patches/series``: a
+``git format-patch`` file holding its message and its edits to existing files,
+then the files it adds, copied here at their ExecuTorch paths. The patch files
+carry no author or date: ``export`` writes the exporter's own identity.
+"""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import List
+
+REPO = Path(__file__).resolve().parent.parent
+HEADER = """\
+# The upstream change, one commit per line, applied in order. Each line names
+# a `git format-patch` file that edits existing ExecuTorch files, then the new
+# files (kept in this repository at their ExecuTorch paths) that the commit
+# adds. Each commit stands on its own: 0002-0004 do not need 0001.
+# Written by scripts/import_series.py.
+"""
+
+
+def git(checkout: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(checkout), "-c", "core.warnAmbiguousRefs=false", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+def main(checkout: Path, base: str) -> int:
+    commits = git(checkout, "rev-list", "--reverse", f"{base}..HEAD").split()
+    patches = REPO / "patches"
+    for old in patches.glob("*.patch"):
+        old.unlink()
+    lines: List[str] = []
+    for number, commit in enumerate(commits, 1):
+        changes = git(
+            checkout, "diff-tree", "--no-commit-id", "-r", "--name-status", commit
+        )
+        added, edited = [], []
+        for line in changes.splitlines():
+            status, path = line.split("\t", 1)
+            (added if status == "A" else edited).append(path)
+            if status not in "AM":
+                raise SystemExit(f"{commit}: {status} {path}: only adds and edits")
+        name = git(
+            checkout,
+            "format-patch",
+            "--no-stat",
+            "--no-signature",
+            f"--start-number={number}",
+            f"--subject-prefix=PATCH {number}/{len(commits)}",
+            "-1",
+            commit,
+            "-o",
+            str(patches),
+            "--",
+            *edited,
+        ).strip()
+        path = Path(name)
+        text = path.read_text()
+        # No identity in the repository: `export` writes the exporter's.
+        header, body = text.split("\n\n", 1)
+        header = re.sub(
+            r"^(From|Date): .*\n(?:[ \t].*\n)*", "", header + "\n", flags=re.M
+        )
+        text = header + "\n" + body
+        path.write_text(text)
+        for new_file in added:
+            dest = REPO / new_file
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(
+                subprocess.run(
+                    ["git", "-C", str(checkout), "show", f"{commit}:{new_file}"],
+                    check=True,
+                    capture_output=True,
+                ).stdout
+            )
+        lines.append(" ".join([path.name, *added]))
+    (patches / "series").write_text(HEADER + "\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1]), sys.argv[2]))
