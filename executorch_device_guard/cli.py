@@ -92,9 +92,18 @@ def _revert(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from executorch_device_guard.export import export
+    from executorch_device_guard.export import AUTHOR, export, git_author
+    from executorch_device_guard.installed import GuardError
 
-    for path in export(data_root(), args.dest):
+    author = args.author or git_author()
+    if author is None:
+        raise GuardError(
+            "export needs an author for the commits: set git config user.name "
+            "and user.email, or pass --author 'Name <email>'."
+        )
+    if not AUTHOR.match(author):
+        raise GuardError(f"--author must look like 'Name <email>', not {author!r}.")
+    for path in export(data_root(), args.dest, author):
         print(path)
     return 0
 
@@ -156,6 +165,11 @@ def parser() -> argparse.ArgumentParser:
         help="write the upstream change as git am-able mbox patches",
     )
     e.add_argument("dest", type=Path, help="folder to write the patches into")
+    e.add_argument(
+        "--author",
+        help="'Name <email>' for the commits (default: git config user.name "
+        "and user.email)",
+    )
     e.set_defaults(func=_export)
     return p
 

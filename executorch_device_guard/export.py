@@ -13,9 +13,12 @@ repository at their ExecuTorch paths.
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
+import re
+import subprocess
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 from executorch_device_guard.patchset import read_series
 
@@ -37,11 +40,40 @@ def _new_file_diff(path: str, data: bytes) -> str:
     )
 
 
-def export(root: Path, dest: Path) -> List[Path]:
+AUTHOR = re.compile(r"^[^<>\n]+ <[^<>\s]+@[^<>\s]+>$")
+
+
+def git_author() -> Optional[str]:
+    """``Name <email>`` from ``git config``, or None when either is unset."""
+    values = []
+    for key in ("user.name", "user.email"):
+        try:
+            proc = subprocess.run(
+                ["git", "config", key], capture_output=True, text=True, timeout=30
+            )
+        except OSError:
+            return None
+        values.append(proc.stdout.strip())
+    return f"{values[0]} <{values[1]}>" if all(values) else None
+
+
+def _with_author(text: str, author: str, date: str) -> str:
+    """The patch with a From: and a Date: header after its mbox line."""
+    # formataddr encodes a non-ASCII name as RFC 2047, as format-patch does.
+    sender = email.utils.formataddr(email.utils.parseaddr(author))
+    first, rest = text.split("\n", 1)
+    return f"{first}\nFrom: {sender}\nDate: {date}\n{rest}"
+
+
+def export(root: Path, dest: Path, author: str) -> List[Path]:
+    """Writes one mbox per series entry into ``dest``, authored by ``author``."""
+    if not AUTHOR.match(author):
+        raise ValueError(f"author must look like 'Name <email>', not {author!r}")
+    date = email.utils.formatdate(localtime=True)
     dest.mkdir(parents=True, exist_ok=True)
     written = []
     for entry in read_series(root):
-        text = entry.patch_path.read_text()
+        text = _with_author(entry.patch_path.read_text(encoding="utf-8"), author, date)
         split = text.find("\ndiff --git ")
         header, diff = text[: split + 1], entry.diff
         if not header.rstrip("\n").endswith("\n---"):
@@ -49,6 +81,8 @@ def export(root: Path, dest: Path) -> List[Path]:
         for new_file in entry.new_files:
             diff += _new_file_diff(new_file, (root / new_file).read_bytes())
         out = dest / entry.patch_path.name
-        out.write_text(header + diff + "-- \nexecutorch-device-guard\n\n")
+        out.write_text(
+            header + diff + "-- \nexecutorch-device-guard\n\n", encoding="utf-8"
+        )
         written.append(out)
     return written

@@ -133,7 +133,7 @@ class SeriesEntry:
 
     @property
     def diff(self) -> str:
-        body = self.patch_path.read_text()
+        body = self.patch_path.read_text(encoding="utf-8")
         start = body.find("\ndiff --git ")
         if start < 0:
             raise PatchError(f"{self.patch_path.name} holds no diff")
@@ -149,16 +149,14 @@ class SeriesEntry:
 def read_series(root: Path) -> List[SeriesEntry]:
     """Reads ``patches/series``: a patch name, then the new files it adds."""
     entries = []
-    for raw in (root / "patches" / "series").read_text().splitlines():
+    for raw in (root / "patches" / "series").read_text(encoding="utf-8").splitlines():
         line = raw.split("#", 1)[0].split()
         if line:
             entries.append(SeriesEntry(root / "patches" / line[0], tuple(line[1:])))
     return entries
 
 
-def patched_files(
-    root: Path, build_files: bool = False
-) -> Dict[str, List[FilePatch]]:
+def patched_files(root: Path, build_files: bool = False) -> Dict[str, List[FilePatch]]:
     """Each existing ExecuTorch file the series edits, with its patches in order.
 
     Python files only, unless ``build_files``: the build files the series

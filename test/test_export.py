@@ -1,0 +1,148 @@
+# Copyright (c) 2026 The executorch-device-guard authors.
+# All rights reserved.
+#
+# This source code is licensed under the BSD-style license found in the
+# LICENSE file in the root directory of this source tree.
+
+"""``export``: git am-able commits, authored by the user who exports them."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+from conftest import REPO
+from executorch_device_guard import installed
+from executorch_device_guard.installed import executorch_root, FileState
+from executorch_device_guard.patchset import apply_all, patched_files, read_series
+
+SERIES = read_series(REPO)
+AUTHOR = "Jane Doe <jane@example.com>"
+
+
+def stock_files() -> Dict[str, str]:
+    """Every file the series edits, as stock ExecuTorch has it.
+
+    Python files come from the installed ExecuTorch. Build files (BUCK,
+    targets.bzl, workflows) are not installed, so each stands in as the lines
+    its hunks expect, in order: enough for ``git am`` to apply the series.
+    """
+    files = {}
+    for rel, patches in patched_files(REPO, build_files=True).items():
+        if rel.endswith(".py"):
+            text = installed.read_text(executorch_root() / rel)
+            state, _ = installed.classify(text, patches)
+            if state is not FileState.STOCK:
+                text = apply_all(patches, text, reverse=True)
+        else:
+            text = "".join(
+                line for p in patches for hunk in p.hunks for line in hunk.old_lines
+            )
+        files[rel] = text
+    return files
+
+
+def git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    return subprocess.run([*cmd, *args], capture_output=True, text=True)
+
+
+def stock_repo(path: Path) -> Path:
+    for rel, text in stock_files().items():
+        (path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (path / rel).write_text(text)
+    git(path, "init", "-q")
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "stock")
+    return path
+
+
+def export(dest: Path, *args: str, env=None, cwd=None) -> subprocess.CompletedProcess:
+    env = dict(env or os.environ, PYTHONPATH=str(REPO))
+    cmd = [sys.executable, "-m", "executorch_device_guard", "export", str(dest)]
+    return subprocess.run(
+        [*cmd, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
+def exported(tmp_path: Path) -> List[Path]:
+    result = export(tmp_path / "out", "--author", AUTHOR)
+    assert result.returncode == 0, result.stderr
+    return sorted((tmp_path / "out").glob("*.patch"))
+
+
+def test_series_applies_with_git_am(tmp_path: Path) -> None:
+    mboxes = exported(tmp_path)
+    assert [p.name for p in mboxes] == [e.patch_path.name for e in SERIES]
+    repo = stock_repo(tmp_path / "executorch")
+    am = git(repo, "am", *map(str, mboxes))
+    assert am.returncode == 0, am.stdout + am.stderr
+
+    log = git(repo, "log", "--reverse", "--format=%an <%ae>%n%B%n==END==", "HEAD~4..")
+    commits = log.stdout.split("==END==\n")[:-1]
+    assert len(commits) == len(SERIES)
+    for i, commit in enumerate(commits):
+        assert commit.startswith(AUTHOR + "\n")
+        # Only the emitter's commit closes the issue.
+        assert ("Fixes #21545" in commit) == (i == 0)
+        assert ("Related to #21545" in commit) == (i > 0)
+        assert "This PR was authored with Claude." in commit
+    for rel, patches in patched_files(REPO, build_files=True).items():
+        assert (repo / rel).read_text() == apply_all(patches, stock_files()[rel])
+    for entry in SERIES:
+        for new_file in entry.new_files:
+            assert (repo / new_file).read_bytes() == (REPO / new_file).read_bytes()
+
+
+@pytest.mark.parametrize("index", range(len(SERIES)))
+def test_each_commit_applies_alone(tmp_path: Path, index: int) -> None:
+    mbox = exported(tmp_path)[index]
+    repo = stock_repo(tmp_path / "executorch")
+    am = git(repo, "am", str(mbox))
+    assert am.returncode == 0, am.stdout + am.stderr
+
+
+def test_author_defaults_to_git_config(tmp_path: Path) -> None:
+    config = tmp_path / "gitconfig"
+    config.write_text("[user]\n\tname = Ada Lovelace\n\temail = ada@example.com\n")
+    env = dict(os.environ, GIT_CONFIG_GLOBAL=str(config), GIT_CONFIG_NOSYSTEM="1")
+    result = export(tmp_path / "out", env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    for mbox in (tmp_path / "out").glob("*.patch"):
+        assert "\nFrom: Ada Lovelace <ada@example.com>\n" in mbox.read_text()
+
+
+def test_refuses_without_an_author(tmp_path: Path) -> None:
+    env = dict(os.environ, GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1")
+    result = export(tmp_path / "out", env=env, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "set git config user.name and user.email, or pass --author" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_refuses_a_malformed_author(tmp_path: Path) -> None:
+    result = export(tmp_path / "out", "--author", "nobody")
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "must look like 'Name <email>'" in result.stderr
+
+
+def test_non_ascii_author_survives_git_am(tmp_path: Path) -> None:
+    result = export(tmp_path / "out", "--author", "Zoë Ångström <zoe@example.com>")
+    assert result.returncode == 0, result.stderr
+    repo = stock_repo(tmp_path / "executorch")
+    mbox = sorted((tmp_path / "out").glob("*.patch"))[0]
+    assert git(repo, "am", str(mbox)).returncode == 0
+    author = git(repo, "log", "-1", "--format=%an <%ae>").stdout.strip()
+    assert author == "Zoë Ångström <zoe@example.com>"
+
+
+def test_patches_carry_no_identity() -> None:
+    for entry in SERIES:
+        header = entry.patch_path.read_text().split("\n\n", 1)[0]
+        assert not re.search(r"^(From|Date):", header, re.M), entry.patch_path.name
