@@ -4,202 +4,205 @@
 # This source code is licensed under the BSD-style license found in the
 # LICENSE file in the root directory of this source tree.
 
-"""The upstream tests crash or fail on stock ExecuTorch and pass patched.
+"""Every guard fails first: on stock ExecuTorch, tests fail and reads crash.
 
-Every upstream test module of the series runs in child processes against two
-overlays of the installed ExecuTorch (see executorch_device_guard.overlay): the
-stock one as installed, the patched one with patches/ applied. The installation
-itself is never touched. On stock, each fake-device case must die with SIGSEGV
-at the host read it guards; each meta case must fail without naming the device;
-every other case must pass. On patched, the whole module must pass.
+Everything runs in child processes against two overlays of the installed
+ExecuTorch (see executorch_device_guard.overlay): stock as installed, and
+patched with patches/ applied. The installation itself is never touched.
+
+- The upstream test modules, run with plain ``python -m pytest``: on stock,
+  every device case fails as a test (their device memory is readable, so an
+  unguarded read does not crash) and the run exits 1 without a fatal error;
+  patched, every case passes.
+- test/crash_probes.py reaches each guarded read with data in no-access memory,
+  as a GPU's is from the host: on stock the process dies with SIGSEGV at that
+  read; patched, it exits 1 with an error naming the device.
+- CPU programs are byte-identical with and without the series.
 """
 
 import concurrent.futures
-import dataclasses
+import functools
 import re
 import signal
 import subprocess
-from typing import Dict, List, Tuple
+import sys
+from typing import Dict, Tuple
 
 import pytest
 
 from conftest import REPO
+from executorch_device_guard.patchset import read_series
 from executorch_device_guard.runner import Emitters
 
-FAKE = ["cuda:0", "mps:0"]
-EMIT_RAISING = [
-    "test_constant_on_device_raises",
-    "test_external_constant_on_device_raises",
-    "test_initialized_mutable_buffer_on_device_raises",
-    "test_constant_method_on_device_raises",
-]
-
-
-@dataclasses.dataclass
-class Module:
-    path: str
-    # test id -> where stock ExecuTorch's faulthandler traceback must point
-    crashes: Dict[str, str]
-    # test ids that fail on stock, with the stock error that names no device
-    failures: Dict[str, str]
-    patched_summary: str
-
-
-NULL_ACCESS = (
-    r"Actual message: 'Failed with error: NULL pointer access\\n"
-    r"|^E +ValueError: NULL pointer access$"
+UPSTREAM_MODULES = [f for entry in read_series(REPO) for f in entry.new_files]
+CUDA_TEST = (
+    "backends/cuda/tests/test_cuda_device_constants.py::TestCudaDeviceConstants::"
+    "test_export_without_partitioner_raises"
 )
 
-MODULES = [
-    Module(
+
+def _parametrized(module: str, cls: str, tests: Tuple[str, ...], devices) -> list:
+    return [
+        f"{module}::{cls}::{test}_{i}_{device}"
+        for test in tests
+        for i, device in enumerate(devices)
+    ]
+
+
+# The cases that put a tensor on a device: each must fail on stock.
+DEVICE_CASES = {
+    *_parametrized(
         "exir/emit/test/test_emit_device_constants.py",
-        # Line 460 as in the issue: 1.5.1 and main have the same emitter.
-        {
-            f"{test}[{d}]": r'emit/_emitter\.py", line 460 in _tensor_spec_to_evalue'
-            for test in EMIT_RAISING
-            for d in FAKE
-        },
-        {f"{test}[meta]": NULL_ACCESS for test in EMIT_RAISING},
-        "19 passed, 1 skipped",
+        "TestEmitDeviceConstants",
+        (
+            "test_constant_on_device_raises",
+            "test_external_constant_on_device_raises",
+            "test_initialized_mutable_buffer_on_device_raises",
+            "test_constant_method_on_device_raises",
+        ),
+        ("cuda", "mps", "meta"),
     ),
-    Module(
+    *_parametrized(
         "devtools/bundled_program/test/test_bundle_device_tensors.py",
-        {
-            f"test_device_tensor_raises_before_any_read[{d}]": (
-                r'bundled_program/core\.py", line \d+ in _emit_bundled_tensor'
-            )
-            for d in FAKE
-        },
-        {
-            "test_meta_expected_output_raises": NULL_ACCESS,
-            "test_meta_input_raises": NULL_ACCESS,
-        },
-        "5 passed, 1 skipped",
+        "TestBundleDeviceTensors",
+        ("test_expected_output_on_device_raises", "test_input_on_device_raises"),
+        ("cuda", "mps", "meta"),
     ),
-    Module(
-        "backends/xnnpack/test/test_xnnpack_device_constants.py",
-        {
-            f"test_weight_on_device_raises[{d}]": (
-                r'operators/node_visitor\.py", line \d+ in get_serialized_buffer_index'
-            )
-            for d in FAKE
-        },
-        {},
-        "3 passed, 1 skipped",
-    ),
-    Module(
-        "backends/vulkan/test/test_vulkan_device_constants.py",
-        {
-            **{
-                f"test_weight_on_device_raises[{d}]": (
-                    r'vulkan_graph_builder\.py", line \d+ in maybe_add_constant_tensor'
-                )
-                for d in FAKE
-            },
-            **{
-                f"test_serialize_vulkan_graph_raises[{d}]": (
-                    r'vulkan_graph_serialize\.py", line \d+ in serialize_constant_tensors'
-                )
-                for d in FAKE
-            },
-        },
-        {},
-        "5 passed",
-    ),
-]
-MODULE_IDS = [m.path.rsplit("/", 1)[1][: -len(".py")] for m in MODULES]
+    "backends/xnnpack/test/test_xnnpack_device_constants.py::"
+    "TestXnnpackDeviceConstants::test_model_on_meta_raises",
+    "backends/vulkan/test/test_vulkan_device_constants.py::"
+    "TestVulkanDeviceConstants::test_model_on_meta_raises",
+    "backends/vulkan/test/test_vulkan_device_constants.py::"
+    "TestVulkanDeviceConstants::test_serialize_constant_tensors_on_meta_raises",
+}
 
-
-def run_pytest(
-    emitters: Emitters, emitter: str, *args: str
-) -> subprocess.CompletedProcess:
-    script = (
-        "import sys, pytest, executorch.exir.emit._emitter as e; "
-        "print('EMITTER', e.__file__, flush=True); "
-        "sys.exit(pytest.main(sys.argv[1:]))"
-    )
-    cmd = ["-X", "faulthandler", "-c", script, "-p", "no:cacheprovider", "-rA"]
-    proc = emitters.run(emitter, [*cmd, *args], cwd=REPO)
-    # Prove which ExecuTorch the child imported.
-    assert (
-        f"EMITTER {emitters.paths[emitter]}/executorch/exir/emit/_emitter.py"
-        in proc.stdout
-    )
-    return proc
+# Each probe of test/crash_probes.py, and where its read is in the
+# faulthandler traceback of a stock crash.
+CRASH_SITES = {
+    "emitter_constant": r'exir/emit/_emitter\.py", line 460 in _tensor_spec_to_evalue',
+    "emitter_external_constant": r'exir/emit/_emitter\.py", line 460 in _tensor_',
+    "emitter_initialized_mutable_buffer": r'exir/emit/_emitter\.py", line 460 in _',
+    "emitter_constant_method": r'exir/emit/_emitter\.py", line 460 in _tensor_spec',
+    "bundled_expected_output": (
+        r'devtools/bundled_program/core\.py", line 173 in _emit_bundled_tensor'
+    ),
+    "xnnpack_weight": (
+        r'backends/xnnpack/operators/node_visitor\.py", line 630 in '
+        r"get_serialized_buffer_index"
+    ),
+    "vulkan_weight": (
+        r'backends/vulkan/serialization/vulkan_graph_builder\.py", line 174 in '
+        r"maybe_add_constant_tensor"
+    ),
+    "vulkan_serialized_constant": (
+        r'backends/vulkan/serialization/vulkan_graph_serialize\.py", line 220 in '
+        r"serialize_constant_tensors"
+    ),
+}
 
 
 def outcomes(stdout: str) -> Dict[str, str]:
-    """'PASSED path::test[id]' summary lines (from -rA), by test id."""
-    found = re.findall(r"^(PASSED|FAILED|SKIPPED|ERROR) \S*::(\S+)", stdout, re.M)
-    return {test: outcome for outcome, test in found}
+    """Node id -> PASSED/FAILED/SKIPPED/ERROR, from pytest's -v lines."""
+    found = re.findall(r"^(\S+::\S+) (PASSED|FAILED|SKIPPED|ERROR)\b", stdout, re.M)
+    return {node: outcome for node, outcome in found}
 
 
-@pytest.fixture(scope="module")
-def runs(emitters: Emitters) -> Dict[Tuple[str, str, str], subprocess.CompletedProcess]:
-    """Every child this file needs, two at a time: (emitter, module, what) -> run.
-
-    Each stock crash case needs a child of its own; the rest of a module runs in
-    one child per emitter.
-    """
-    jobs: List[Tuple[str, str, str, List[str]]] = []
-    for m in MODULES:
-        path = m.path  # node ids are relative to the rootdir, REPO
-        jobs.append(("patched", m.path, "all", [path]))
-        deselect = [arg for t in m.crashes for arg in ("--deselect", f"{path}::{t}")]
-        jobs.append(("stock", m.path, "rest", [path, *deselect]))
-        jobs += [("stock", m.path, t, [f"{path}::{t}"]) for t in m.crashes]
+def _run_all(
+    emitters: Emitters, jobs: Dict[Tuple[str, str], list]
+) -> Dict[Tuple[str, str], subprocess.CompletedProcess]:
+    """(emitter, what) -> the child's result, two children at a time."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         futures = {
-            job[:3]: pool.submit(run_pytest, emitters, job[0], *job[3]) for job in jobs
+            key: pool.submit(emitters.run, key[0], args, cwd=REPO)
+            for key, args in jobs.items()
         }
         return {key: future.result() for key, future in futures.items()}
 
 
-@pytest.mark.parametrize("module", MODULES, ids=MODULE_IDS)
-def test_patched_passes_the_whole_module(runs, module: Module) -> None:
-    run = runs[("patched", module.path, "all")]
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert re.search(rf"\b{module.patched_summary}\b", run.stdout), run.stdout
-    assert "Fatal Python error" not in run.stderr
+@pytest.fixture(scope="module")
+def runs(emitters: Emitters) -> Dict[Tuple[str, str], subprocess.CompletedProcess]:
+    """The upstream modules under plain pytest, on each overlay."""
+    args = ["-m", "pytest", "-v", "-p", "no:cacheprovider", *UPSTREAM_MODULES]
+    return _run_all(emitters, {(e, "upstream"): args for e in ("stock", "patched")})
 
 
-@pytest.mark.parametrize("module", MODULES, ids=MODULE_IDS)
-def test_fake_device_cases_crash_stock_and_pass_patched(runs, module: Module) -> None:
-    patched = outcomes(runs[("patched", module.path, "all")].stdout)
-    for test_id, crash_site in module.crashes.items():
-        stock = runs[("stock", module.path, test_id)]
-        assert stock.returncode == -signal.SIGSEGV, (
-            test_id,
-            stock.stdout + stock.stderr,
-        )
-        assert "Fatal Python error: Segmentation fault" in stock.stderr, test_id
-        assert re.search(crash_site, stock.stderr), (test_id, stock.stderr)
-        assert patched[test_id] == "PASSED", test_id
-
-
-@pytest.mark.parametrize("module", MODULES, ids=MODULE_IDS)
-def test_other_cases_fail_stock_only_where_expected(runs, module: Module) -> None:
-    stock = runs[("stock", module.path, "rest")]
-    patched = outcomes(runs[("patched", module.path, "all")].stdout)
-    stock_outcomes = outcomes(stock.stdout)
-    assert stock.returncode == (1 if module.failures else 0), (
-        stock.stdout + stock.stderr
+@pytest.fixture(scope="module")
+def probes(emitters: Emitters) -> Dict[Tuple[str, str], subprocess.CompletedProcess]:
+    """Each crash probe on each overlay."""
+    return _run_all(
+        emitters,
+        {
+            (emitter, probe): ["-X", "faulthandler", "test/crash_probes.py", probe]
+            for probe in CRASH_SITES
+            for emitter in ("stock", "patched")
+        },
     )
-    assert {t for t, o in stock_outcomes.items() if o == "FAILED"} == set(
-        module.failures
-    )
-    # Each stock failure is an error that names no device.
-    sections = re.split(r"^_{3,} (\S+) _{3,}$", stock.stdout, flags=re.M)
+
+
+def test_upstream_modules_are_the_series_new_files() -> None:
+    assert UPSTREAM_MODULES == [
+        "backends/cuda/tests/test_cuda_device_constants.py",
+        "exir/emit/test/test_emit_device_constants.py",
+        "devtools/bundled_program/test/test_bundle_device_tensors.py",
+        "backends/xnnpack/test/test_xnnpack_device_constants.py",
+        "backends/vulkan/test/test_vulkan_device_constants.py",
+    ]
+
+
+def test_stock_fails_every_device_case_as_a_test(runs) -> None:
+    run = runs[("stock", "upstream")]
+    output = run.stdout + run.stderr
+    assert "Fatal Python error" not in output
+    assert run.returncode == 1, output
+    stock = outcomes(run.stdout)
+    assert {node for node, o in stock.items() if o == "FAILED"} == DEVICE_CASES
+    others = {o for node, o in stock.items() if node not in DEVICE_CASES}
+    assert others == {"PASSED", "SKIPPED"}
+    assert stock[CUDA_TEST] == ("PASSED" if _has_cuda() else "SKIPPED")
+
+
+def test_stock_fails_for_want_of_the_guard(runs) -> None:
+    """Each failure: no error at all, or the bare one the stock read gives."""
+    stdout = runs[("stock", "upstream")].stdout
+    sections = re.split(r"^_+ (\S+) _+$", stdout, flags=re.M)
     failures = dict(zip(sections[1::2], sections[2::2]))
-    for test_id, stock_error in module.failures.items():
-        assert re.search(stock_error, failures[test_id], re.M), (
-            test_id,
-            failures[test_id],
-        )
-        assert not re.search(r"Actual message: '[^']*on device meta", failures[test_id])
-    for test_id, outcome in stock_outcomes.items():
-        if outcome == "PASSED":
-            assert patched[test_id] == "PASSED", test_id
+    assert len(failures) == len(DEVICE_CASES)
+    for name, text in failures.items():
+        if name.endswith(("cuda", "mps")):
+            assert re.search(r"AssertionError: \w+Error not raised", text), name
+        else:
+            assert "NULL pointer access" in text, name
+
+
+def test_patched_passes_every_case(runs) -> None:
+    run = runs[("patched", "upstream")]
+    assert run.returncode == 0, run.stdout + run.stderr
+    patched = outcomes(run.stdout)
+    assert set(patched) == set(outcomes(runs[("stock", "upstream")].stdout))
+    for node, outcome in patched.items():
+        expected = "SKIPPED" if node == CUDA_TEST and not _has_cuda() else "PASSED"
+        assert outcome == expected, node
+
+
+@pytest.mark.parametrize("probe", list(CRASH_SITES))
+def test_guarded_read_crashes_stock_and_raises_patched(probes, probe: str) -> None:
+    stock, patched = probes[("stock", probe)], probes[("patched", probe)]
+    assert stock.returncode == -signal.SIGSEGV, stock.stdout + stock.stderr
+    assert "Fatal Python error: Segmentation fault" in stock.stderr
+    assert re.search(CRASH_SITES[probe], stock.stderr), stock.stderr
+    assert patched.returncode == 1, patched.stdout + patched.stderr
+    assert "Fatal Python error" not in patched.stderr
+    assert re.search(
+        r"^\S*(InternalError|RuntimeError|ValueError): .*is on device cuda:0, but ",
+        patched.stderr,
+        re.M,
+    ), patched.stderr
+
+
+@functools.lru_cache(maxsize=None)
+def _has_cuda() -> bool:
+    probe = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
+    return subprocess.run([sys.executable, "-c", probe]).returncode == 0
 
 
 @pytest.mark.parametrize(

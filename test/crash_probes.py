@@ -1,0 +1,181 @@
+# Copyright (c) 2026 The executorch-device-guard authors.
+# All rights reserved.
+#
+# This source code is licensed under the BSD-style license found in the
+# LICENSE file in the root directory of this source tree.
+
+"""Reach one guarded host read with data that faults on any read.
+
+    python -X faulthandler test/crash_probes.py SITE
+
+The upstream tests stand in device memory with readable host memory, so that
+an unguarded read fails as a test. Here the data lives in no-access memory (see
+executorch_device_guard.fake_device), as a GPU's does from the host: an
+unguarded read kills the process with SIGSEGV exactly as on a real GPU, and a
+guarded one raises an error naming the device (exit code 1).
+"""
+
+import sys
+from typing import Callable, Dict
+
+import torch
+from executorch_device_guard.fake_device import NoAccessMemory, on_device
+from torch.export import export
+
+DEVICE = "cuda:0"
+MEMORY = NoAccessMemory(1 << 16)
+
+
+class UnreadableStorage(torch.UntypedStorage):
+    """Host memory that reports DEVICE, and whose data pointer faults on read.
+
+    A plain torch.Tensor can hold it (see on_storage), so it passes APIs that
+    take only plain tensors, such as BundledProgram.
+    """
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device(DEVICE)
+
+    def data_ptr(self) -> int:
+        return MEMORY.address
+
+
+def on_storage(tensor: torch.Tensor) -> torch.Tensor:
+    storage = UnreadableStorage(tensor.untyped_storage().nbytes())
+    storage.copy_(tensor.untyped_storage())
+    return torch.empty(0, dtype=tensor.dtype).set_(
+        storage, tensor.storage_offset(), tensor.size(), tensor.stride()
+    )
+
+
+def linear_relu() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval()
+
+
+class Counter(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("count", torch.arange(4, dtype=torch.float32))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.count.add_(x)
+        return self.count + 0
+
+
+def _emit(model: torch.nn.Module, x: torch.Tensor, fqn: str, config=None) -> None:
+    from executorch.exir import to_edge_transform_and_lower
+
+    edge = to_edge_transform_and_lower(export(model, (x,)))
+    state_dict = edge.exported_program().state_dict
+    state_dict[fqn] = on_storage(state_dict[fqn])
+    edge.to_executorch(config)
+
+
+def emitter_constant() -> None:
+    _emit(linear_relu(), torch.ones(2, 4), "0.weight")
+
+
+def emitter_external_constant() -> None:
+    from executorch.exir import ExecutorchBackendConfig
+
+    config = ExecutorchBackendConfig(external_constants=True)
+    _emit(linear_relu(), torch.ones(2, 4), "0.weight", config)
+
+
+def emitter_initialized_mutable_buffer() -> None:
+    from executorch.exir import ExecutorchBackendConfig
+    from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
+
+    config = ExecutorchBackendConfig(passes=[InitializedMutableBufferPass(["count"])])
+    _emit(Counter().eval(), torch.ones(4), "count", config)
+
+
+def emitter_constant_method() -> None:
+    from executorch.exir import to_edge
+
+    methods = {"get_scale": on_storage(torch.ones(3))}
+    program = export(linear_relu(), (torch.ones(2, 4),))
+    to_edge(program, constant_methods=methods).to_executorch()
+
+
+def bundled_expected_output() -> None:
+    from executorch.devtools.bundled_program.config import (
+        MethodTestCase,
+        MethodTestSuite,
+    )
+    from executorch.devtools.bundled_program.core import BundledProgram
+    from executorch.devtools.bundled_program.serialize import (
+        serialize_from_bundled_program_to_flatbuffer,
+    )
+    from executorch.exir import to_edge
+
+    model, x = linear_relu(), torch.ones(2, 4)
+    program = to_edge(export(model, (x,))).to_executorch()
+    with torch.no_grad():
+        case = MethodTestCase(inputs=[x], expected_outputs=[on_storage(model(x))])
+    bundled = BundledProgram(program, [MethodTestSuite("forward", [case])])
+    serialize_from_bundled_program_to_flatbuffer(bundled)
+
+
+def _lower(partitioner: object) -> None:
+    from executorch.exir import to_edge_transform_and_lower
+
+    # Before lowering, which reads the weights: a tensor subclass whose copies
+    # keep the device (see fake_device), since lowering copies the program.
+    program = export(linear_relu(), (torch.ones(2, 4),))
+    weight = program.state_dict["0.weight"]
+    program.state_dict["0.weight"] = on_device(weight, DEVICE, MEMORY)
+    to_edge_transform_and_lower(program, partitioner=[partitioner])
+
+
+def xnnpack_weight() -> None:
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
+        XnnpackPartitioner,
+    )
+
+    _lower(XnnpackPartitioner())
+
+
+def vulkan_weight() -> None:
+    from executorch.backends.vulkan.partitioner.vulkan_partitioner import (
+        VulkanPartitioner,
+    )
+
+    _lower(VulkanPartitioner())
+
+
+def vulkan_serialized_constant() -> None:
+    from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkGraph
+    from executorch.backends.vulkan.serialization.vulkan_graph_serialize import (
+        serialize_constant_tensors,
+    )
+
+    graph = VkGraph(
+        version="0",
+        chain=[],
+        values=[],
+        input_ids=[],
+        output_ids=[],
+        constants=[],
+        shaders=[],
+    )
+    serialize_constant_tensors(graph, [on_storage(torch.ones(4))], bytearray())
+
+
+PROBES: Dict[str, Callable[[], None]] = {
+    f.__name__: f
+    for f in (
+        emitter_constant,
+        emitter_external_constant,
+        emitter_initialized_mutable_buffer,
+        emitter_constant_method,
+        bundled_expected_output,
+        xnnpack_weight,
+        vulkan_weight,
+        vulkan_serialized_constant,
+    )
+}
+
+if __name__ == "__main__":
+    PROBES[sys.argv[1]]()
