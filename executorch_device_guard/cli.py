@@ -106,7 +106,7 @@ def _revert(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from executorch_device_guard.export import export
 
-    for path in export(data_root(), args.dest):
+    for path in export(data_root(), args.dest, force=args.force):
         print(path)
     return 0
 
@@ -167,7 +167,15 @@ def parser() -> argparse.ArgumentParser:
         "export",
         help="write the upstream change as git am-able mbox patches",
     )
-    e.add_argument("dest", type=Path, help="folder to write the patches into")
+    e.add_argument(
+        "dest", type=Path, help="a new or empty folder to write the patches into"
+    )
+    e.add_argument(
+        "--force",
+        action="store_true",
+        help="write into a folder that is not empty (replacing files of the "
+        "same names, leaving the others)",
+    )
     e.set_defaults(func=_export)
     return p
 

@@ -14,9 +14,11 @@ repository at their ExecuTorch paths.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import List
 
+from executorch_device_guard.errors import GuardError
 from executorch_device_guard.patchset import read_series
 
 
@@ -37,8 +39,47 @@ def _new_file_diff(path: str, data: bytes) -> str:
     )
 
 
-def export(root: Path, dest: Path) -> List[Path]:
-    dest.mkdir(parents=True, exist_ok=True)
+def prepare_destination(dest: Path, force: bool = False) -> None:
+    """Creates ``dest``, or checks that it is an empty (or, with ``force``, any)
+    writable folder; raises GuardError naming the problem otherwise."""
+    if dest.exists() and not dest.is_dir():
+        raise GuardError(
+            f"{dest} is a file, not a folder. Give a new or empty folder for "
+            "the patches."
+        )
+    if not dest.exists():
+        parent = dest.absolute().parent
+        if not parent.is_dir():
+            raise GuardError(
+                f"{parent} is not an existing folder. Create it first, or give "
+                "a folder whose parent exists."
+            )
+        try:
+            dest.mkdir()
+        except OSError as e:
+            raise GuardError(
+                f"Cannot create {dest} ({e.strerror}). Give a folder you can "
+                "write to."
+            ) from e
+        return
+    if not os.access(dest, os.W_OK | os.X_OK):
+        reason = "Permission denied"
+        if hasattr(os, "statvfs") and os.statvfs(dest).f_flag & os.ST_RDONLY:
+            reason = "Read-only file system"
+        raise GuardError(
+            f"Cannot write to {dest} ({reason}). Give a folder you can write to."
+        )
+    entries = sorted(os.listdir(dest))
+    if entries and not force:
+        raise GuardError(
+            f"{dest} is not empty ({len(entries)} entries, e.g. {entries[0]}). "
+            "Give a new or empty folder, or add --force to write into it "
+            "(files of the same names are replaced)."
+        )
+
+
+def export(root: Path, dest: Path, force: bool = False) -> List[Path]:
+    prepare_destination(dest, force)
     written = []
     for entry in read_series(root):
         text = entry.patch_path.read_text()
@@ -49,6 +90,12 @@ def export(root: Path, dest: Path) -> List[Path]:
         for new_file in entry.new_files:
             diff += _new_file_diff(new_file, (root / new_file).read_bytes())
         out = dest / entry.patch_path.name
-        out.write_text(header + diff + "-- \nexecutorch-device-guard\n\n")
+        try:
+            out.write_text(header + diff + "-- \nexecutorch-device-guard\n\n")
+        except OSError as e:
+            raise GuardError(
+                f"Cannot write {out} ({e.strerror}). Give a folder you can "
+                "write to."
+            ) from e
         written.append(out)
     return written

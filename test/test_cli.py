@@ -291,6 +291,50 @@ def test_export_applies_with_git_am(tmp_path: Path, site: Path) -> None:
             assert (repo / new_file).read_bytes() == (REPO / new_file).read_bytes()
 
 
+@pytest.mark.parametrize(
+    "where, needle",
+    [
+        ("a_file", "is a file, not a folder"),
+        ("missing/out", "missing is not an existing folder"),
+        ("full", "is not empty (1 entries, e.g. notes.txt)"),
+    ],
+)
+def test_export_refuses_a_bad_destination(
+    tmp_path: Path, site: Path, where: str, needle: str
+) -> None:
+    (tmp_path / "a_file").write_text("mine")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes.txt").write_text("mine")
+    before = hashes(tmp_path)
+    one_line_error(cli(site, "export", str(tmp_path / where)), needle)
+    assert hashes(tmp_path) == before
+
+
+def test_export_force_writes_into_a_non_empty_folder(tmp_path: Path, site: Path):
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "notes.txt").write_text("mine")
+    result = cli(site, "export", "--force", str(full))
+    assert result.returncode == 0, result.stderr
+    assert (full / "notes.txt").read_text() == "mine"
+    assert len(list(full.glob("*.patch"))) == 4
+    # Again: the patches are replaced, not merged into.
+    assert cli(site, "export", "--force", str(full)).stdout == result.stdout
+
+
+def test_export_refuses_an_unwritable_folder(tmp_path: Path, site: Path) -> None:
+    dest = tmp_path / "locked"
+    dest.mkdir()
+    before = hashes(tmp_path)
+    if os.geteuid() != 0:
+        dest.chmod(0o555)
+        one_line_error(cli(site, "export", str(dest)), "Permission denied")
+        dest.chmod(0o755)
+    result = cli(site, "export", str(dest), wrap=read_only(dest))
+    one_line_error(result, f"Cannot write to {dest} (Read-only file system)")
+    assert hashes(tmp_path) == before
+
+
 def test_the_wheel_requires_nothing_and_carries_the_series(tmp_path: Path) -> None:
     # Installing the tool must never add, upgrade or downgrade torch or ExecuTorch.
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
