@@ -109,7 +109,7 @@ def executorch_root() -> Path:
         )
     spec = importlib.util.find_spec("executorch")
     locations = list((spec and spec.submodule_search_locations) or [])
-    for top in _TOP_LEVEL:
+    for top in (t for t in _TOP_LEVEL if (root / t).exists()):
         # A namespace portion earlier on sys.path wins, one subpackage at a time.
         first = next((p for p in locations if (Path(p) / top).exists()), None)
         if first is None or os.path.realpath(first) != os.path.realpath(root):

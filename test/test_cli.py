@@ -200,6 +200,18 @@ def test_refuses_a_bad_target_file(
     assert hashes(tmp_path) == before
 
 
+def test_a_missing_subpackage_is_reported_not_taken_for_shadowing(
+    tmp_path: Path, site: Path
+) -> None:
+    shutil.rmtree(site / "executorch" / "devtools")
+    before = hashes(tmp_path)
+    status = cli(site, "status")
+    assert status.returncode == 0, status.stderr
+    assert "  missing  devtools/bundled_program/core.py\n" in status.stdout
+    one_line_error(cli(site, "apply"), "core.py is missing", "Nothing was changed")
+    assert hashes(tmp_path) == before
+
+
 def test_refuses_without_executorch(tmp_path: Path) -> None:
     # -S: no site-packages, so the only ExecuTorch would be on PYTHONPATH.
     result = cli(tmp_path, "apply", python_flags=["-S"])
