@@ -6,8 +6,9 @@
 
 """Command line: check, apply, revert, status, export.
 
-Exit codes: 0 success; 1 ``check`` found a problem; 2 a refusal (nothing
-was modified) or a usage error.
+Exit codes: 0 success; 1 ``check`` found a problem; 2 a refusal or a usage
+error (one line on stderr saying what and the way out; unless it says
+otherwise, nothing was modified); 128 + N when signal N interrupted it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -57,43 +59,53 @@ def _status(args: argparse.Namespace) -> int:
     from executorch_device_guard.patchset import patched_files
 
     root = installed.executorch_root()
+    found = installed.survey(root, patched_files(data_root()))
     print(f"ExecuTorch {installed.executorch_version()} at {root}")
-    for rel, state in installed.status(root, patched_files(data_root())).items():
-        print(f"  {state.value:8} {rel}")
+    for rel, inspection in found.files.items():
+        why = f" ({inspection.reason})" if inspection.reason else ""
+        print(f"  {inspection.state.value:8} {rel}{why}")
+    for line in found.summary():
+        print(line)
     return 0
 
 
 def _apply(args: argparse.Namespace) -> int:
-    from executorch_device_guard import installed
+    from executorch_device_guard import installed, signals
     from executorch_device_guard.patchset import patched_files
 
+    signals.raise_on_terminate()
     root = installed.executorch_root()
-    written = installed.apply(root, patched_files(data_root()))
-    if not written:
+    change = installed.apply(root, patched_files(data_root()))
+    for rel in change.removed:
+        print(f"removed leftover {root / rel}")
+    for rel in change.written:
+        print(f"patched {root / rel}")
+    if not change.written:
         print(
             f"already applied to ExecuTorch {installed.executorch_version()} at {root}"
         )
-    for rel in written:
-        print(f"patched {root / rel}")
     return 0
 
 
 def _revert(args: argparse.Namespace) -> int:
-    from executorch_device_guard import installed
+    from executorch_device_guard import installed, signals
     from executorch_device_guard.patchset import patched_files
 
+    signals.raise_on_terminate()
     root = installed.executorch_root()
-    written = installed.revert(root, patched_files(data_root()))
-    if not written:
-        print(f"nothing to revert in {root}")
-    for rel in written:
+    change = installed.revert(root, patched_files(data_root()))
+    for rel in change.removed:
+        print(f"removed leftover {root / rel}")
+    for rel in change.written:
         print(f"restored {root / rel}")
+    if not change.written:
+        print(f"nothing to revert in {root}")
     return 0
 
 
 def _export(args: argparse.Namespace) -> int:
-    from executorch_device_guard.export import AUTHOR, export, git_author
-    from executorch_device_guard.installed import GuardError
+    from executorch_device_guard.errors import GuardError
+    from executorch_device_guard.export import export, git_author
 
     author = args.author or git_author()
     if author is None:
@@ -101,9 +113,7 @@ def _export(args: argparse.Namespace) -> int:
             "export needs an author for the commits: set git config user.name "
             "and user.email, or pass --author 'Name <email>'."
         )
-    if not AUTHOR.match(author):
-        raise GuardError(f"--author must look like 'Name <email>', not {author!r}.")
-    for path in export(data_root(), args.dest, author):
+    for path in export(data_root(), args.dest, author, force=args.force):
         print(path)
     return 0
 
@@ -164,25 +174,52 @@ def parser() -> argparse.ArgumentParser:
         "export",
         help="write the upstream change as git am-able mbox patches",
     )
-    e.add_argument("dest", type=Path, help="folder to write the patches into")
+    e.add_argument(
+        "dest", type=Path, help="a new or empty folder to write the patches into"
+    )
     e.add_argument(
         "--author",
         help="'Name <email>' for the commits (default: git config user.name "
         "and user.email)",
+    )
+    e.add_argument(
+        "--force",
+        action="store_true",
+        help="write into a folder that is not empty (replacing files of the "
+        "same names, leaving the others)",
     )
     e.set_defaults(func=_export)
     return p
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from executorch_device_guard.installed import GuardError
+    from executorch_device_guard.errors import GuardError
+    from executorch_device_guard.signals import Interrupted
 
     args = parser().parse_args(argv)
     try:
         return args.func(args)
     except GuardError as e:
-        print(f"executorch-device-guard: error: {e}", file=sys.stderr)
+        _error(str(e))
         return 2
+    except OSError as e:
+        # An environment problem the handlers did not foresee: still one line.
+        _error(str(e))
+        return 2
+    except (KeyboardInterrupt, Interrupted) as e:
+        signum = getattr(e, "signum", signal.SIGINT)
+        note = ""
+        if args.func in (_apply, _revert):
+            note = (
+                ": every file is whole, stock or patched; `status` shows which, "
+                "`apply` finishes, `revert` undoes"
+            )
+        _error(f"interrupted ({signal.Signals(signum).name}){note}.")
+        return 128 + signum
+
+
+def _error(message: str) -> None:
+    print(f"executorch-device-guard: error: {message}", file=sys.stderr)
 
 
 if __name__ == "__main__":

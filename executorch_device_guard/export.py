@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import email.utils
 import hashlib
+import os
 import re
 import subprocess
 from pathlib import Path
 from typing import List, Optional
 
+from executorch_device_guard.errors import GuardError
 from executorch_device_guard.patchset import read_series
 
 
@@ -65,12 +67,51 @@ def _with_author(text: str, author: str, date: str) -> str:
     return f"{first}\nFrom: {sender}\nDate: {date}\n{rest}"
 
 
-def export(root: Path, dest: Path, author: str) -> List[Path]:
+def prepare_destination(dest: Path, force: bool = False) -> None:
+    """Creates ``dest``, or checks that it is an empty (or, with ``force``, any)
+    writable folder; raises GuardError naming the problem otherwise."""
+    if dest.exists() and not dest.is_dir():
+        raise GuardError(
+            f"{dest} is a file, not a folder. Give a new or empty folder for "
+            "the patches."
+        )
+    if not dest.exists():
+        parent = dest.absolute().parent
+        if not parent.is_dir():
+            raise GuardError(
+                f"{parent} is not an existing folder. Create it first, or give "
+                "a folder whose parent exists."
+            )
+        try:
+            dest.mkdir()
+        except OSError as e:
+            raise GuardError(
+                f"Cannot create {dest} ({e.strerror}). Give a folder you can "
+                "write to."
+            ) from e
+        return
+    if not os.access(dest, os.W_OK | os.X_OK):
+        reason = "Permission denied"
+        if hasattr(os, "statvfs") and os.statvfs(dest).f_flag & os.ST_RDONLY:
+            reason = "Read-only file system"
+        raise GuardError(
+            f"Cannot write to {dest} ({reason}). Give a folder you can write to."
+        )
+    entries = sorted(os.listdir(dest))
+    if entries and not force:
+        raise GuardError(
+            f"{dest} is not empty ({len(entries)} entries, e.g. {entries[0]}). "
+            "Give a new or empty folder, or add --force to write into it "
+            "(files of the same names are replaced)."
+        )
+
+
+def export(root: Path, dest: Path, author: str, force: bool = False) -> List[Path]:
     """Writes one mbox per series entry into ``dest``, authored by ``author``."""
     if not AUTHOR.match(author):
-        raise ValueError(f"author must look like 'Name <email>', not {author!r}")
+        raise GuardError(f"--author must look like 'Name <email>', not {author!r}.")
+    prepare_destination(dest, force)
     date = email.utils.formatdate(localtime=True)
-    dest.mkdir(parents=True, exist_ok=True)
     written = []
     for entry in read_series(root):
         text = _with_author(entry.patch_path.read_text(encoding="utf-8"), author, date)
@@ -81,8 +122,13 @@ def export(root: Path, dest: Path, author: str) -> List[Path]:
         for new_file in entry.new_files:
             diff += _new_file_diff(new_file, (root / new_file).read_bytes())
         out = dest / entry.patch_path.name
-        out.write_text(
-            header + diff + "-- \nexecutorch-device-guard\n\n", encoding="utf-8"
-        )
+        try:
+            out.write_text(
+                header + diff + "-- \nexecutorch-device-guard\n\n", encoding="utf-8"
+            )
+        except OSError as e:
+            raise GuardError(
+                f"Cannot write {out} ({e.strerror}). Give a folder you can " "write to."
+            ) from e
         written.append(out)
     return written

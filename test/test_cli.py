@@ -4,84 +4,82 @@
 # This source code is licensed under the BSD-style license found in the
 # LICENSE file in the root directory of this source tree.
 
-"""apply, revert, status and export, on a copy of the installed ExecuTorch files.
+"""apply, revert, status and export, on a throwaway copy of the ExecuTorch files.
 
-The CLI runs in a child process whose PYTHONPATH puts a temporary ``site``
-first, so it finds the ``executorch`` package there exactly as it would find
-a real installation. The environment's own ExecuTorch is never modified.
+See ``sites``: the CLI runs in a child process that finds a temporary
+installation first; the environment's own ExecuTorch is never modified. Each
+test checks by hashing that the installation ends stock or fully patched and
+that nothing else changed.
 """
 
-import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
-from typing import Dict, List
 
 import pytest
 
 from conftest import REPO
-from executorch_device_guard import installed
-from executorch_device_guard.installed import executorch_root, FileState
-from executorch_device_guard.patchset import apply_all, patched_files
+from executorch_device_guard.patchset import apply_all
+from sites import (
+    assert_only_targets_changed,
+    cli,
+    make_site,
+    one_line_error,
+    PATCHED,
+    snapshot,
+    STOCK,
+    stock_text,
+    TARGETS,
+)
 
-TARGETS = patched_files(REPO)
-
-
-def stock_text(rel: str) -> str:
-    """The stock file, from the installed ExecuTorch (stock or patched)."""
-    text = installed.read_text(executorch_root() / rel)
-    state, _ = installed.classify(text, TARGETS[rel])
-    return text if state is FileState.STOCK else apply_all(TARGETS[rel], text, True)
+EMITTER = "exir/emit/_emitter.py"
+AUTHOR = "Jane Doe <jane@example.com>"
 
 
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
-    """A minimal ExecuTorch 1.5.1 installation holding the series' targets."""
-    site = tmp_path / "site"
-    (site / "executorch").mkdir(parents=True)
-    (site / "executorch" / "__init__.py").write_text("")
-    for rel in TARGETS:
-        path = site / "executorch" / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(stock_text(rel))
-    dist = site / "executorch-1.5.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: executorch\nVersion: 1.5.1\n"
+    return make_site(tmp_path / "site")
+
+
+def hashes(root: Path):
+    """Every file, folder and link under ``root`` (see ``sites.snapshot``)."""
+    return snapshot(root)
+
+
+def read_only(path: Path) -> list:
+    """A command prefix that runs its command with ``path`` mounted read-only."""
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("needs user namespaces for a read-only bind mount")
+    mount = (
+        f'mount --bind "{path}" "{path}" && '
+        f'mount -o remount,ro,bind "{path}" && exec "$@"'
     )
-    return site
+    return ["unshare", "-rm", "sh", "-c", mount, "sh"]
 
 
-def hashes(root: Path) -> Dict[str, str]:
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
-
-
-def cli(site: Path, *args: str, python_flags: List[str] = (), wrap: List[str] = ()):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
-    cmd = [*wrap, sys.executable, *python_flags, "-m", "executorch_device_guard", *args]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
-
-
-def test_status_apply_twice_revert(site: Path) -> None:
-    before = hashes(site)
+def test_status_apply_twice_revert(tmp_path: Path, site: Path) -> None:
+    (site / "executorch" / EMITTER).chmod(0o640)
+    before = hashes(tmp_path)
     status = cli(site, "status")
     assert status.returncode == 0, status.stderr
     assert f"ExecuTorch 1.5.1 at {site / 'executorch'}" in status.stdout
     assert "stock    exir/emit/_emitter.py" in status.stdout
+    assert status.stdout.endswith("Stock. `apply` patches it.\n")
 
     applied = cli(site, "apply")
     assert applied.returncode == 0, applied.stderr
-    assert f"patched {site / 'executorch' / 'exir/emit/_emitter.py'}" in applied.stdout
-    emitter = (site / "executorch/exir/emit/_emitter.py").read_text()
+    assert f"patched {site / 'executorch' / EMITTER}" in applied.stdout
+    emitter = (site / "executorch" / EMITTER).read_text()
     assert 'device.type != "cpu"' in emitter
-    assert "patched  exir/emit/_emitter.py" in cli(site, "status").stdout
+    assert_only_targets_changed(tmp_path, site, before, "patched")
+    assert (site / "executorch" / EMITTER).stat().st_mode & 0o777 == 0o640
+    status = cli(site, "status").stdout
+    assert "patched  exir/emit/_emitter.py" in status
+    assert status.endswith("Patched. `revert` restores the stock files.\n")
 
     again = cli(site, "apply")
     assert again.returncode == 0, again.stderr
@@ -89,8 +87,10 @@ def test_status_apply_twice_revert(site: Path) -> None:
 
     reverted = cli(site, "revert")
     assert reverted.returncode == 0, reverted.stderr
-    assert hashes(site) == before
+    assert hashes(tmp_path) == before
+    assert (site / "executorch" / EMITTER).stat().st_mode & 0o777 == 0o640
     assert "nothing to revert" in cli(site, "revert").stdout
+    assert hashes(tmp_path) == before
 
 
 def test_python_dash_m_and_console_script_agree(site: Path) -> None:
@@ -106,71 +106,218 @@ def test_python_dash_m_and_console_script_agree(site: Path) -> None:
     assert by_script.stdout == cli(site, "status").stdout
 
 
-def test_refuses_a_locally_edited_file(site: Path) -> None:
-    path = site / "executorch/exir/emit/_emitter.py"
+@pytest.mark.parametrize("first", ["apply", "revert"])
+def test_a_hand_patched_file(tmp_path: Path, site: Path, first: str) -> None:
+    """Only patch 0001 applied by hand: apply finishes, revert reverses it."""
+    (site / "executorch" / EMITTER).write_bytes(PATCHED[EMITTER])
+    before = hashes(tmp_path)
+    result = cli(site, first)
+    assert result.returncode == 0, result.stderr
+    if first == "apply":
+        assert result.stdout.count("patched ") == len(TARGETS) - 1
+        assert_only_targets_changed(tmp_path, site, before, "patched")
+        assert cli(site, "revert").returncode == 0
+    else:
+        assert result.stdout == f"restored {site / 'executorch' / EMITTER}\n"
+    assert_only_targets_changed(tmp_path, site, before, "stock")
+    assert "nothing to revert" in cli(site, "revert").stdout
+
+    (site / "executorch" / EMITTER).write_bytes(PATCHED[EMITTER])
+    status = cli(site, "status").stdout
+    assert "patched  exir/emit/_emitter.py" in status
+    assert "stock    devtools/bundled_program/core.py" in status
+    assert f"Partly patched (1 of {len(TARGETS)} files)" in status
+
+
+def test_refuses_a_locally_edited_file(tmp_path: Path, site: Path) -> None:
+    path = site / "executorch" / EMITTER
     path.write_text(
         path.read_text().replace(
             "            spec_array_type = (",
             "            # local edit\n            spec_array_type = (",
         )
     )
-    before = hashes(site)
-    result = cli(site, "apply")
-    assert result.returncode == 2
-    assert "is unknown" in result.stderr and "Nothing was changed" in result.stderr
-    assert "unknown  exir/emit/_emitter.py" in cli(site, "status").stdout
-    assert hashes(site) == before
+    before = hashes(tmp_path)
+    for command in ("apply", "revert"):
+        one_line_error(
+            cli(site, command),
+            "is unknown",
+            "Nothing was changed",
+            "pip install --force-reinstall --no-deps executorch==1.5.1",
+        )
+    status = cli(site, "status").stdout
+    assert "unknown  exir/emit/_emitter.py" in status
+    assert "neither stock nor patched" in status
+    assert hashes(tmp_path) == before
+
+
+def test_revert_keeps_a_change_made_after_apply(tmp_path: Path, site: Path) -> None:
+    """Reverting reverses the hunks only: a later edit elsewhere survives."""
+    assert cli(site, "apply").returncode == 0
+    path = site / "executorch" / EMITTER
+    path.write_bytes(PATCHED[EMITTER] + b"# changed later\n")
+    result = cli(site, "revert")
+    assert result.returncode == 0, result.stderr
+    assert path.read_bytes() == STOCK[EMITTER] + b"# changed later\n"
+
+
+def _non_utf8(path: Path) -> None:
+    path.write_bytes(STOCK[EMITTER].replace(b"# ", b"# \xff", 1))
+
+
+def _folder(path: Path) -> None:
+    path.unlink()
+    (path / "inside.py").parent.mkdir()
+    (path / "inside.py").write_text("")
+
+
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+@pytest.mark.parametrize(
+    "make_bad, reason",
+    [
+        (_non_utf8, "(not UTF-8 text)"),
+        (_folder, "(exir/emit/_emitter.py is a folder)"),
+        (_fifo, "(exir/emit/_emitter.py is not a regular file)"),
+        (Path.unlink, "is missing"),
+    ],
+    ids=["non-utf8", "folder", "fifo", "missing"],
+)
+def test_refuses_a_bad_target_file(
+    tmp_path: Path, site: Path, make_bad, reason: str
+) -> None:
+    make_bad(site / "executorch" / EMITTER)
+    before = hashes(tmp_path)
+    for command in ("apply", "revert"):
+        one_line_error(cli(site, command, timeout=30), reason, "Nothing was changed")
+    status = cli(site, "status", timeout=30)
+    assert status.returncode == 0, status.stderr
+    assert f"exir/emit/_emitter.py {reason}" in status.stdout or (
+        f"missing  {EMITTER}" in status.stdout
+    )
+    assert hashes(tmp_path) == before
+
+
+def test_a_missing_subpackage_is_reported_not_taken_for_shadowing(
+    tmp_path: Path, site: Path
+) -> None:
+    shutil.rmtree(site / "executorch" / "devtools")
+    before = hashes(tmp_path)
+    status = cli(site, "status")
+    assert status.returncode == 0, status.stderr
+    assert "  missing  devtools/bundled_program/core.py\n" in status.stdout
+    one_line_error(cli(site, "apply"), "core.py is missing", "Nothing was changed")
+    assert hashes(tmp_path) == before
 
 
 def test_refuses_without_executorch(tmp_path: Path) -> None:
     # -S: no site-packages, so the only ExecuTorch would be on PYTHONPATH.
     result = cli(tmp_path, "apply", python_flags=["-S"])
-    assert result.returncode == 2
-    assert "ExecuTorch is not installed in this environment" in result.stderr
+    one_line_error(result, "ExecuTorch is not installed in this environment")
 
 
-def test_refuses_a_read_only_site_packages(site: Path) -> None:
-    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True)
-    if probe.returncode != 0:
-        pytest.skip("needs user namespaces for a read-only bind mount")
-    before = hashes(site)
-    mount = (
-        f'mount --bind "{site}" "{site}" && '
-        f'mount -o remount,ro,bind "{site}" && exec "$@"'
-    )
-    result = cli(site, "apply", wrap=["unshare", "-rm", "sh", "-c", mount, "sh"])
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert "Read-only file system" in result.stderr
-    assert hashes(site) == before
+def test_refuses_an_editable_install(tmp_path: Path, site: Path) -> None:
+    record = site / "executorch-1.5.1.dist-info" / "RECORD"
+    record.write_text("__editable__.executorch-1.5.1.pth,,\n")
+    before = hashes(tmp_path)
+    one_line_error(cli(site, "apply"), "editable or source install", "git am")
+    assert hashes(tmp_path) == before
 
 
-def test_revert_refuses_a_file_changed_after_apply(site: Path) -> None:
-    assert cli(site, "apply").returncode == 0
-    path = site / "executorch/exir/emit/_emitter.py"
-    path.write_text(path.read_text() + "# changed later\n")
-    before = hashes(site)
-    result = cli(site, "revert")
-    assert result.returncode == 2
-    assert "changed after it was patched" in result.stderr
-    assert hashes(site) == before
-
-
-def test_interrupted_apply_leaves_the_originals(
-    site: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("regular", [False, True], ids=["namespace", "regular"])
+def test_refuses_an_executorch_folder_that_shadows_the_installed_one(
+    tmp_path: Path, site: Path, regular: bool
 ) -> None:
-    before = hashes(site)
-    real_replace = os.replace
+    """`python -m` puts the current directory first on sys.path."""
+    work = tmp_path / "work"
+    for rel, data in STOCK.items():
+        (work / "executorch" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / "executorch" / rel).write_bytes(data)
+    if regular:
+        (work / "executorch" / "__init__.py").write_text("")
+    before = hashes(tmp_path)
+    for command in ("apply", "revert", "status"):
+        one_line_error(
+            cli(site, command, cwd=work),
+            f"loads {work / 'executorch' / 'exir'}",
+            f"not the installed ExecuTorch at {site / 'executorch'}",
+            "Run the command from another directory",
+        )
+    assert hashes(tmp_path) == before
+    # From elsewhere, the installed one is patched and the folder left alone.
+    assert cli(site, "apply", cwd=tmp_path).returncode == 0
+    assert_only_targets_changed(tmp_path, site, before, "patched")
 
-    def interrupted(src, dst):
-        if str(dst).endswith("_emitter.py"):
-            raise KeyboardInterrupt
-        real_replace(src, dst)
 
-    monkeypatch.setattr(os, "replace", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        installed.apply(site / "executorch", TARGETS)
-    monkeypatch.undo()
-    assert hashes(site) == before
+def test_refuses_a_read_only_site_packages(tmp_path: Path, site: Path) -> None:
+    before = hashes(tmp_path)
+    result = cli(site, "apply", wrap=read_only(site))
+    one_line_error(result, "Read-only file system", "Nothing was changed")
+    assert hashes(tmp_path) == before
+
+
+def test_pip_uninstall_leaves_nothing_of_ours(tmp_path: Path, site: Path) -> None:
+    """Every file in the package stays one that RECORD lists, so pip removes it."""
+    record = (site / "executorch-1.5.1.dist-info" / "RECORD").read_text()
+    listed = {line.split(",")[0] for line in record.splitlines()}
+    for command in ("apply", "revert", "apply"):
+        assert cli(site, command).returncode == 0
+        present = {str(p.relative_to(site)) for p in site.rglob("*") if not p.is_dir()}
+        assert present <= listed, present - listed
+
+
+@pytest.mark.parametrize(
+    "where, needle",
+    [
+        ("a_file", "is a file, not a folder"),
+        ("missing/out", "missing is not an existing folder"),
+        ("full", "is not empty (1 entries, e.g. notes.txt)"),
+    ],
+)
+def test_export_refuses_a_bad_destination(
+    tmp_path: Path, site: Path, where: str, needle: str
+) -> None:
+    (tmp_path / "a_file").write_text("mine")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes.txt").write_text("mine")
+    before = hashes(tmp_path)
+    one_line_error(
+        cli(site, "export", "--author", AUTHOR, str(tmp_path / where)), needle
+    )
+    assert hashes(tmp_path) == before
+
+
+def test_export_force_writes_into_a_non_empty_folder(tmp_path: Path, site: Path):
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "notes.txt").write_text("mine")
+    result = cli(site, "export", "--author", AUTHOR, "--force", str(full))
+    assert result.returncode == 0, result.stderr
+    assert (full / "notes.txt").read_text() == "mine"
+    assert len(list(full.glob("*.patch"))) == 4
+    # Again: the patches are replaced, not merged into.
+    assert (
+        cli(site, "export", "--author", AUTHOR, "--force", str(full)).stdout
+        == result.stdout
+    )
+
+
+def test_export_refuses_an_unwritable_folder(tmp_path: Path, site: Path) -> None:
+    dest = tmp_path / "locked"
+    dest.mkdir()
+    before = hashes(tmp_path)
+    if os.geteuid() != 0:
+        dest.chmod(0o555)
+        one_line_error(
+            cli(site, "export", "--author", AUTHOR, str(dest)), "Permission denied"
+        )
+        dest.chmod(0o755)
+    result = cli(site, "export", "--author", AUTHOR, str(dest), wrap=read_only(dest))
+    one_line_error(result, f"Cannot write to {dest} (Read-only file system)")
+    assert hashes(tmp_path) == before
 
 
 def test_the_wheel_requires_nothing_and_carries_the_series(tmp_path: Path) -> None:
@@ -217,4 +364,4 @@ def test_the_wheel_requires_nothing_and_carries_the_series(tmp_path: Path) -> No
         text=True,
     )
     assert status.returncode == 0, status.stderr
-    assert len(status.stdout.splitlines()) == 1 + len(TARGETS)
+    assert len(status.stdout.splitlines()) == 1 + len(TARGETS) + 1

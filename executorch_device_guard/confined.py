@@ -1,0 +1,307 @@
+# Copyright (c) 2026 The executorch-device-guard authors.
+# All rights reserved.
+#
+# This source code is licensed under the BSD-style license found in the
+# LICENSE file in the root directory of this source tree.
+
+"""Files inside one package folder, reached without following symbolic links.
+
+A path is relative to the package root and is walked one folder at a time
+from the root's own descriptor with ``O_NOFOLLOW``: a symbolic link anywhere
+below the root, to a folder or in place of the file, is refused, never
+followed, and a folder swapped for a link after the walk changes nothing,
+because the descriptors still name the real folders. So nothing outside the
+package is read or written, whatever the files on disk say.
+
+A file is replaced atomically: a temporary file beside it, named
+``.NAME.device-guard.HEX.tmp``, written, given the old file's mode, fsynced,
+then renamed over it. Interrupting signals wait until the rename is done (see
+``signals``); a SIGKILL can leave the temporary file, and ``leftovers`` finds
+it for the next run to remove. Where the OS has no ``dir_fd`` support
+(Windows), paths are checked with ``lstat`` before use instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import secrets
+import stat
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from executorch_device_guard import faults, signals
+from executorch_device_guard.errors import GuardError
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted as a target must not hang
+_O_BINARY = getattr(os, "O_BINARY", 0)
+_DIR_FD = (
+    {os.open, os.stat, os.unlink, os.rename} <= os.supports_dir_fd
+    and os.listdir in os.supports_fd
+)
+
+# Temporary files: ours, and those of versions up to 0.1.0 (tempfile.mkstemp
+# names; ".device_guard_probe." was their writability probe). A leftover is
+# only ever removed from a folder holding a target, and only when NAME is one
+# of the targets there.
+_TEMP = re.compile(r"\.(?P<name>.+)\.device-guard\.[0-9a-f]{16}\.tmp")
+_OLD_TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
+_OLD_PROBE = re.compile(r"\.device_guard_probe\.[a-z0-9_]{8}")
+
+
+class Unsafe(Exception):
+    """A path the tool will not touch; the message says why."""
+
+
+def _parts(rel: str) -> Tuple[str, ...]:
+    parts = tuple(rel.split("/"))
+    if rel.startswith("/") or any(p in ("", ".", "..") or "\\" in p for p in parts):
+        raise Unsafe(f"{rel!r} is not a path inside the package")
+    return parts
+
+
+class _Folder:
+    """One real folder of the package: a descriptor (POSIX) or a checked path."""
+
+    def __init__(self, fd: Optional[int], path: Path) -> None:
+        self.fd = fd
+        self.path = path
+
+    def at(self, name: str) -> str:
+        return name if self.fd is not None else str(self.path / name)
+
+    def lstat(self, name: str) -> Optional[os.stat_result]:
+        try:
+            return os.stat(self.at(name), dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+
+    def names(self) -> List[str]:
+        return os.listdir(self.fd if self.fd is not None else self.path)
+
+
+class Package:
+    """The installed package folder; use as a context manager."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._folders: Dict[Tuple[str, ...], Optional[_Folder]] = {}
+        self._fds: List[int] = []
+
+    def __enter__(self) -> "Package":
+        if os.path.islink(self.root):
+            raise GuardError(
+                f"{self.root} is a symbolic link; the tool only edits a package "
+                "folder installed in place. Reinstall ExecuTorch."
+            )
+        fd = None
+        if _DIR_FD:
+            try:
+                fd = os.open(
+                    self.root, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC
+                )
+            except OSError as e:
+                raise GuardError(f"Cannot open {self.root} ({e.strerror}).") from e
+            self._fds.append(fd)
+        self._folders[()] = _Folder(fd, self.root)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for fd in reversed(self._fds):
+            os.close(fd)
+        self._fds.clear()
+        self._folders.clear()
+
+    @property
+    def fd(self) -> Optional[int]:
+        """The root folder's descriptor (None without dir_fd support)."""
+        return self._folders[()].fd  # type: ignore[union-attr]
+
+    def _folder(self, parts: Tuple[str, ...]) -> Optional[_Folder]:
+        """The folder ``parts`` (None if missing), walked without following links."""
+        if parts in self._folders:
+            return self._folders[parts]
+        parent = self._folder(parts[:-1])
+        if parent is None:
+            return None
+        name = parts[-1]
+        shown = "/".join(parts)
+        st = parent.lstat(name)
+        if st is None:
+            self._folders[parts] = None
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            raise Unsafe(f"folder {shown} is a symbolic link")
+        if not stat.S_ISDIR(st.st_mode):
+            raise Unsafe(f"{shown} is not a folder")
+        fd = None
+        if parent.fd is not None:
+            try:
+                fd = os.open(
+                    name,
+                    os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC,
+                    dir_fd=parent.fd,
+                )
+            except OSError as e:
+                # Swapped between the lstat and the open: refuse, do not follow.
+                raise Unsafe(f"folder {shown} cannot be opened ({e.strerror})") from e
+            self._fds.append(fd)
+        folder = _Folder(fd, parent.path / name)
+        self._folders[parts] = folder
+        return folder
+
+    def _locate(self, rel: str) -> Tuple[Optional[_Folder], str]:
+        parts = _parts(rel)
+        return self._folder(parts[:-1]), parts[-1]
+
+    def read(self, rel: str) -> Optional[bytes]:
+        """The bytes of the regular file ``rel``, None if it is missing.
+
+        Raises Unsafe for a symbolic link, a folder or anything not a regular file.
+        """
+        folder, name = self._locate(rel)
+        if folder is None:
+            return None
+        st = folder.lstat(name)
+        if st is None:
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            raise Unsafe(f"{rel} is a symbolic link")
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise Unsafe(f"{rel} is {kind}")
+        flags = os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC | _O_BINARY
+        try:
+            fd = os.open(folder.at(name), flags, dir_fd=folder.fd)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise Unsafe(f"{rel} is a symbolic link") from e
+            raise Unsafe(f"{rel} cannot be read ({e.strerror})") from e
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise Unsafe(f"{rel} is not a regular file")
+            chunks = []
+            while True:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    return b"".join(chunks)
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+
+    def unwritable(self, rel: str) -> Optional[str]:
+        """Why the folder of ``rel`` cannot be written, or None if it can."""
+        folder, _ = self._locate(rel)
+        assert folder is not None
+        if os.access(folder.path, os.W_OK | os.X_OK):
+            return None
+        reason = "Permission denied"
+        if hasattr(os, "statvfs") and os.statvfs(folder.path).f_flag & os.ST_RDONLY:
+            reason = "Read-only file system"
+        return f"{folder.path} ({reason})"
+
+    def replace(self, rel: str, data: bytes, expected: bytes) -> None:
+        """Atomically replaces ``rel``, which must still hold ``expected``."""
+        if self.read(rel) != expected:
+            raise GuardError(
+                f"{self.root / rel} changed while the tool was running (another "
+                "program wrote it). Run the command again."
+            )
+        folder, name = self._locate(rel)
+        assert folder is not None
+        old = folder.lstat(name)
+        assert old is not None
+        temp = f".{name}.device-guard.{secrets.token_hex(8)}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC
+        with signals.deferred():
+            fd = os.open(folder.at(temp), flags | _O_BINARY, 0o600, dir_fd=folder.fd)
+            try:
+                try:
+                    faults.step()  # the temporary file exists, empty
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                    _copy_owner_and_mode(fd, folder.at(temp), old)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                faults.step()  # the temporary file is complete
+                os.replace(
+                    folder.at(temp),
+                    folder.at(name),
+                    src_dir_fd=folder.fd,
+                    dst_dir_fd=folder.fd,
+                )
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(folder.at(temp), dir_fd=folder.fd)
+                raise
+            faults.step()  # replaced
+            if folder.fd is not None:
+                with contextlib.suppress(OSError):
+                    os.fsync(folder.fd)
+
+    def leftovers(self, rels: List[str]) -> List[str]:
+        """Temporary files this tool left beside ``rels`` (or in the root)."""
+        targets: Dict[Tuple[str, ...], set] = {}
+        for rel in rels:
+            parts = _parts(rel)
+            targets.setdefault(parts[:-1], set()).add(parts[-1])
+        targets.setdefault((), set())
+        found = []
+        for parts, names in sorted(targets.items()):
+            try:
+                folder = self._folder(parts)
+            except Unsafe:
+                continue
+            if folder is None:
+                continue
+            for entry in sorted(folder.names()):
+                match = _TEMP.fullmatch(entry) or _OLD_TEMP.fullmatch(entry)
+                if (match and match["name"] in names) or _OLD_PROBE.fullmatch(entry):
+                    st = folder.lstat(entry)
+                    if st is not None and stat.S_ISREG(st.st_mode):
+                        found.append("/".join(parts + (entry,)))
+        return found
+
+    def is_file(self, rel: str) -> bool:
+        """Whether ``rel`` is a regular file (not a link to one)."""
+        try:
+            folder, name = self._locate(rel)
+        except Unsafe:
+            return False
+        st = folder.lstat(name) if folder is not None else None
+        return st is not None and stat.S_ISREG(st.st_mode)
+
+    def remove(self, rel: str) -> bool:
+        """Removes the regular file ``rel``; False if it is not there."""
+        folder, name = self._locate(rel)
+        if folder is None:
+            return False
+        st = folder.lstat(name)
+        if st is None or not stat.S_ISREG(st.st_mode):
+            return False
+        faults.step()
+        try:
+            os.unlink(folder.at(name), dir_fd=folder.fd)
+        except FileNotFoundError:
+            return False
+        return True
+
+
+def _copy_owner_and_mode(fd: int, path: str, old: os.stat_result) -> None:
+    if hasattr(os, "fchown") and os.geteuid() == 0:
+        with contextlib.suppress(OSError):
+            os.fchown(fd, old.st_uid, old.st_gid)
+    mode = stat.S_IMODE(old.st_mode)
+    if hasattr(os, "fchmod"):
+        os.fchmod(fd, mode)
+    else:
+        os.chmod(path, mode)

@@ -1,0 +1,197 @@
+# Copyright (c) 2026 The executorch-device-guard authors.
+# All rights reserved.
+#
+# This source code is licensed under the BSD-style license found in the
+# LICENSE file in the root directory of this source tree.
+
+"""Nothing on disk can steer a write outside the installed package.
+
+Symbolic links inside the package are refused, never followed, and the state
+file of versions up to 0.1.0 is never read, whatever it says: each test plants
+the hostile file, runs the CLI, and checks by hashing that everything outside
+the package is byte-identical and the package ends stock or fully patched.
+"""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sites import (
+    assert_only_targets_changed,
+    cli,
+    make_site,
+    one_line_error,
+    PATCHED,
+    sha,
+    snapshot,
+    STOCK,
+    TARGETS,
+)
+
+EMITTER = "exir/emit/_emitter.py"
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    return make_site(tmp_path / "site")
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A folder outside the package, with a file an attacker would like changed."""
+    folder = tmp_path / "outside"
+    folder.mkdir()
+    (folder / "victim.txt").write_text("root-only secret\n")
+    return folder
+
+
+def test_refuses_a_symlinked_folder(tmp_path: Path, site: Path, outside: Path):
+    emit = site / "executorch" / "exir" / "emit"
+    shutil.move(emit, outside / "emit")
+    emit.symlink_to(outside / "emit")
+    before = snapshot(tmp_path)
+    for command in ("apply", "revert"):
+        one_line_error(
+            cli(site, command),
+            "(folder exir/emit is a symbolic link)",
+            "Nothing was changed",
+        )
+    status = cli(site, "status").stdout
+    assert "unknown  exir/emit/_emitter.py (folder exir/emit is a symbolic link)" in (
+        status
+    )
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_refuses_a_file_symlinked_outside(
+    tmp_path: Path, site: Path, outside: Path, command: str
+):
+    data = STOCK if command == "apply" else PATCHED
+    for rel in TARGETS:
+        (site / "executorch" / rel).write_bytes(data[rel])
+    target = site / "executorch" / EMITTER
+    shutil.move(target, outside / "_emitter.py")
+    target.symlink_to(outside / "_emitter.py")
+    before = snapshot(tmp_path)
+    one_line_error(
+        cli(site, command), "(exir/emit/_emitter.py is a symbolic link)"
+    )
+    assert snapshot(tmp_path) == before
+
+
+def test_refuses_a_symlinked_package(tmp_path: Path, site: Path, outside: Path):
+    shutil.move(site / "executorch", outside / "executorch")
+    (site / "executorch").symlink_to(outside / "executorch")
+    before = snapshot(tmp_path)
+    one_line_error(cli(site, "apply"), "is a symbolic link", "Reinstall ExecuTorch")
+    assert snapshot(tmp_path) == before
+
+
+def _hostile_state(site: Path, outside: Path) -> None:
+    """A 0.1.0 state file whose entries point out of the package, and one whose
+    'original' was tampered with, each with the hash that 0.1.0 checked."""
+    victim = (outside / "victim.txt").read_bytes()
+    depth = len((site / "executorch").relative_to("/").parts)
+    entries = {
+        "../" * depth + str(outside / "victim.txt")[1:]: victim,
+        str(outside / "victim.txt"): victim,
+        EMITTER: (site / "executorch" / EMITTER).read_bytes(),
+    }
+    state = {
+        "executorch_version": "1.5.1",
+        "files": {
+            rel: {
+                "original": "pwned\n",
+                "original_sha256": sha(b"pwned\n"),
+                "patched_sha256": sha(current),
+            }
+            for rel, current in entries.items()
+        },
+    }
+    (site / "executorch" / ".device_guard.json").write_text(json.dumps(state))
+
+
+@pytest.mark.parametrize(
+    "plant",
+    [
+        _hostile_state,
+        lambda site, outside: (site / "executorch/.device_guard.json").write_bytes(
+            b"\xff{ not json"
+        ),
+    ],
+    ids=["traversal-absolute-tampered", "corrupt"],
+)
+def test_an_old_state_file_is_never_trusted(
+    tmp_path: Path, site: Path, outside: Path, plant
+):
+    state = site / "executorch" / ".device_guard.json"
+    gone = [str(state.relative_to(tmp_path))]
+    assert cli(site, "apply").returncode == 0
+    plant(site, outside)
+    before = snapshot(tmp_path)
+    result = cli(site, "revert")
+    assert result.returncode == 0, result.stderr
+    assert_only_targets_changed(tmp_path, site, before, "stock", may_vanish=gone)
+    assert f"removed leftover {state}" in result.stdout
+    assert not state.exists()
+
+    plant(site, outside)
+    status = cli(site, "status")
+    assert status.returncode == 0, status.stderr
+    assert ".device_guard.json (from version 0.1.0) is ignored" in status.stdout
+    result = cli(site, "apply")
+    assert result.returncode == 0, result.stderr
+    assert_only_targets_changed(tmp_path, site, before, "patched", may_vanish=gone)
+    assert (outside / "victim.txt").read_text() == "root-only secret\n"
+
+
+def test_an_old_state_file_that_is_a_link_is_left_alone(
+    tmp_path: Path, site: Path, outside: Path
+):
+    state = site / "executorch" / ".device_guard.json"
+    state.symlink_to(outside / "victim.txt")
+    before = snapshot(tmp_path)
+    for command in ("apply", "revert"):
+        assert cli(site, command).returncode == 0
+    assert_only_targets_changed(tmp_path, site, before, "stock")
+    assert os.readlink(state) == str(outside / "victim.txt")
+
+
+def test_the_same_refusals_without_dir_fd_support(
+    tmp_path: Path, site: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Where the OS cannot open folders (Windows), paths are checked instead."""
+    from executorch_device_guard import confined, installed
+    from executorch_device_guard.errors import GuardError
+
+    monkeypatch.setattr(confined, "_DIR_FD", False)
+    root = site / "executorch"
+    before = snapshot(tmp_path)
+    installed.apply(root, TARGETS)
+    assert_only_targets_changed(tmp_path, site, before, "patched")
+    installed.revert(root, TARGETS)
+    assert snapshot(tmp_path) == before
+
+    emit = root / "exir" / "emit"
+    shutil.move(emit, outside / "emit")
+    emit.symlink_to(outside / "emit")
+    hostile = snapshot(tmp_path)
+    with pytest.raises(GuardError, match="folder exir/emit is a symbolic link"):
+        installed.apply(root, TARGETS)
+    assert snapshot(tmp_path) == hostile
+    emit.unlink()
+    shutil.move(outside / "emit", emit)
+    (emit / "_emitter.py").rename(outside / "_emitter.py")
+    (emit / "_emitter.py").symlink_to(outside / "_emitter.py")
+    hostile = snapshot(tmp_path)
+    with pytest.raises(GuardError, match="_emitter.py is a symbolic link"):
+        installed.apply(root, TARGETS)
+    assert snapshot(tmp_path) == hostile
+    assert installed.status(root, TARGETS)[EMITTER] is installed.FileState.UNKNOWN
+    (emit / "_emitter.py").unlink()
+    shutil.move(outside / "_emitter.py", emit / "_emitter.py")
+    assert snapshot(tmp_path) == before
