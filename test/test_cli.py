@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from executorch_device_guard.patchset import apply_all
 from sites import (
     assert_only_targets_changed,
     cli,
@@ -31,7 +30,6 @@ from sites import (
     PATCHED,
     snapshot,
     STOCK,
-    stock_text,
     TARGETS,
 )
 
