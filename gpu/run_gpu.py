@@ -33,21 +33,18 @@ sys.path.insert(0, str(REPO))
 
 from executorch_device_guard import check  # noqa: E402
 from executorch_device_guard.installed import executorch_root  # noqa: E402
+from executorch_device_guard.patchset import read_series  # noqa: E402
 from executorch_device_guard.runner import Emitters, EMITTERS  # noqa: E402
 
-UPSTREAM = REPO / "exir/emit/test/test_emit_device_constants.py"
-UPSTREAM_MODULES = [
-    "exir/emit/test/test_emit_device_constants.py",
-    "devtools/bundled_program/test/test_bundle_device_tensors.py",
-    "backends/xnnpack/test/test_xnnpack_device_constants.py",
-    "backends/vulkan/test/test_vulkan_device_constants.py",
-]
+CUDA_TEST = REPO / "backends/cuda/tests/test_cuda_device_constants.py"
+UPSTREAM_MODULES = [f for entry in read_series(REPO) for f in entry.new_files]
 
 
 def issue_reproducer() -> str:
-    """The reproducer, verbatim, as the upstream test module holds it."""
-    text = UPSTREAM.read_text()
-    return re.search(r'_ISSUE_REPRODUCER = """(.*?)"""', text, re.S).group(1)
+    """The reproducer, verbatim, as the upstream CUDA test holds it."""
+    text = CUDA_TEST.read_text()
+    pattern = r'_EXPORT_CUDA_MODEL_WITHOUT_PARTITIONER = """(.*?)"""'
+    return re.search(pattern, text, re.S).group(1)
 
 
 def crash_site(stderr: str) -> str:
@@ -86,6 +83,7 @@ def named_data_store_evidence() -> Dict:
 
 
 STEPS = ["reproducer", "upstream", "check", "cuda-partitioner", "named-data-store"]
+DEFAULT_STEPS = ["reproducer", "upstream", "check", "cuda-partitioner"]
 
 
 def main(out: Path, steps: List[str]) -> int:
@@ -135,38 +133,28 @@ def main(out: Path, steps: List[str]) -> int:
             }
             print(emitter, "reproducer:", summary[f"reproducer_{emitter}"], flush=True)
 
-        # 2. The upstream test modules, whose CUDA cases are not skipped here:
-        # whole modules on patched, the CUDA cases alone on stock.
+        # 2. The upstream test modules with plain pytest, the CUDA test running.
         save(out, summary)
         summary["upstream_tests"] = {}
-        for module in UPSTREAM_MODULES if "upstream" in steps else []:
-            for emitter in EMITTERS:
-                args = ["-m", "pytest", "-p", "no:cacheprovider", "-rA", module]
-                if emitter == "stock":
-                    args += ["-k", "cuda"]
-                proc = emitters.run(emitter, args, cwd=REPO)
-                name = Path(module).stem
-                (out / f"{name}-{emitter}.txt").write_text(proc.stdout[-100000:])
-                cuda_cases = re.findall(
-                    r"^(PASSED|FAILED|SKIPPED)\S* \S*::(\S*cuda\S*)", proc.stdout, re.M
-                )
-                summary["upstream_tests"][f"{name} {emitter}"] = {
-                    "returncode": proc.returncode,
-                    "summary": last_line(proc.stdout),
-                    "cuda_cases": cuda_cases,
-                    "crash_site": crash_site(proc.stderr),
-                }
-                print(
-                    name,
-                    emitter,
-                    summary["upstream_tests"][f"{name} {emitter}"],
-                    flush=True,
-                )
+        for emitter in EMITTERS if "upstream" in steps else []:
+            args = ["-m", "pytest", "-v", "-p", "no:cacheprovider", *UPSTREAM_MODULES]
+            proc = emitters.run(emitter, args, cwd=REPO)
+            (out / f"upstream-{emitter}.txt").write_text(proc.stdout[-200000:])
+            summary["upstream_tests"][emitter] = {
+                "returncode": proc.returncode,
+                "summary": last_line(proc.stdout),
+                "fatal_python_error": "Fatal Python error" in proc.stdout + proc.stderr,
+                "outcomes": re.findall(
+                    r"^(\S+::\S+) (PASSED|FAILED|SKIPPED|ERROR)", proc.stdout, re.M
+                ),
+            }
+            print("upstream", emitter, summary["upstream_tests"][emitter], flush=True)
 
         # 3. The check matrix, with the real CUDA row.
         save(out, summary)
         if "check" in steps:
-            rows = check.run_matrix(emitters, "issue", check.cases(cuda=True), jobs=4)
+            pairs = check.cases(devices=["cuda"], cuda=True)
+            rows = check.run_matrix(emitters, "issue", pairs, jobs=4)
             table = check.format_table(rows)
             (out / "check-table.txt").write_text(table + "\n")
             summary["check"] = {
@@ -216,6 +204,6 @@ def save(out: Path, summary: Dict) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, nargs="?", default=Path("gpu-out"))
-    parser.add_argument("--only", nargs="+", choices=STEPS, default=STEPS)
+    parser.add_argument("--only", nargs="+", choices=STEPS, default=DEFAULT_STEPS)
     args = parser.parse_args()
     sys.exit(main(args.out, args.only))
