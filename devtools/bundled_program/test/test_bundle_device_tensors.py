@@ -19,8 +19,13 @@ from executorch.exir import to_edge
 from parameterized import parameterized
 from torch.export import export
 
-# Accelerator-like devices need no hardware (see _DeviceStorage); meta is real.
-DEVICES = [("cuda",), ("mps",), ("meta",)]
+# cuda and mps need no hardware (see _DeviceStorage); meta is a real device
+# without data, and gets its own advice.
+DEVICES = [
+    ("cuda", "cuda:0", "Move it to CPU (e.g. with tensor.cpu()) first."),
+    ("mps", "mps:0", "Move it to CPU (e.g. with tensor.cpu()) first."),
+    ("meta", "meta", "A meta tensor has no data: compute it on CPU."),
+]
 
 
 class _DeviceStorage(torch.UntypedStorage):
@@ -29,7 +34,8 @@ class _DeviceStorage(torch.UntypedStorage):
     A real accelerator's memory cannot be read from the host: the bundled
     program must refuse it before reading. This storage keeps its bytes
     readable, so code that reads it without checking its device serializes
-    it, and the test fails instead of crashing.
+    it, and the test fails instead of crashing. A copy of the tensor would
+    lose the device or fail, never pass silently.
     """
 
     claimed_device: torch.device
@@ -50,9 +56,12 @@ def _on_device(tensor: torch.Tensor, device: str) -> torch.Tensor:
     )
 
 
-def _device_error(name: str, device: str) -> str:
-    device = "meta" if device == "meta" else f"{device}:0"
-    return rf"Bundled {name} of test case 0 of method 'forward' is on device {device},"
+def _device_error(tensor: str, device: str, advice: str) -> str:
+    return (
+        f"Bundled {tensor} of test case 0 of method 'forward' is on device "
+        f"{device}, but bundled inputs and expected outputs are serialized from "
+        f"CPU memory. {advice}"
+    )
 
 
 class LinearReLU(torch.nn.Module):
@@ -82,18 +91,20 @@ class TestBundleDeviceTensors(unittest.TestCase):
         return BundledProgram(program, [MethodTestSuite("forward", [case])])
 
     @parameterized.expand(DEVICES)
-    def test_expected_output_on_device_raises(self, device: str) -> None:
+    def test_expected_output_on_device_raises(self, device, name, advice) -> None:
         bundled = self._bundle([self.input], [_on_device(self.output, device)])
-        with self.assertRaisesRegex(
-            RuntimeError, _device_error("expected output 0", device)
-        ):
+        with self.assertRaises(RuntimeError) as context:
             serialize_from_bundled_program_to_flatbuffer(bundled)
+        self.assertEqual(
+            str(context.exception), _device_error("expected output 0", name, advice)
+        )
 
     @parameterized.expand(DEVICES)
-    def test_input_on_device_raises(self, device: str) -> None:
+    def test_input_on_device_raises(self, device, name, advice) -> None:
         bundled = self._bundle([_on_device(self.input, device)], [self.output])
-        with self.assertRaisesRegex(RuntimeError, _device_error("input 0", device)):
+        with self.assertRaises(RuntimeError) as context:
             serialize_from_bundled_program_to_flatbuffer(bundled)
+        self.assertEqual(str(context.exception), _device_error("input 0", name, advice))
 
     def test_cpu_tensors_are_serialized(self) -> None:
         bundled = self._bundle([self.input], [self.output])

@@ -6,6 +6,7 @@
 
 # pyre-unsafe
 
+import re
 import unittest
 
 import torch
@@ -20,17 +21,32 @@ from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPas
 from parameterized import parameterized
 from torch.export import export
 
-# Accelerator-like devices need no hardware (see _DeviceStorage); meta is real.
-DEVICES = [("cuda",), ("mps",), ("meta",)]
+# Each device gets its own advice. cuda and mps need no hardware (see
+# _DeviceStorage); meta is a real device without data.
+DEVICES = [
+    (
+        "cuda",
+        "cuda:0",
+        "Move the model to CPU before export, or lower it with a partitioner for "
+        "that device such as CudaPartitioner.",
+    ),
+    (
+        "mps",
+        "mps:0",
+        "Move the model to CPU before export, or lower it with a partitioner for "
+        "that device.",
+    ),
+    ("meta", "meta", "A meta tensor has no data: load or initialize it on CPU."),
+]
 
 
 class _DeviceStorage(torch.UntypedStorage):
     """Readable host memory whose storage reports another device.
 
-    A real accelerator's memory cannot be read from the host: the emitter must
-    refuse it before reading. This storage keeps its bytes readable, so an
-    emitter that reads it without checking its device serializes it, and the
-    test fails instead of crashing.
+    The emitter must refuse a device's memory before reading it from the host.
+    These bytes stay readable, so an emitter that reads them without checking
+    the device serializes them, and the test fails instead of crashing. A copy
+    of the tensor would lose the device or fail, never pass silently.
     """
 
     claimed_device: torch.device
@@ -51,9 +67,12 @@ def _on_device(tensor: torch.Tensor, device: str) -> torch.Tensor:
     )
 
 
-def _device_error(name: str, device: str) -> str:
-    device = "meta" if device == "meta" else f"{device}:0"
-    return rf"'{name}' is on device {device}, but ExecuTorch can only serialize"
+def _constant_error(fqn: str, device: str, advice: str) -> str:
+    return re.escape(
+        f"Failed with error: Constant tensor data for '{fqn}' is on device "
+        f"{device}, but ExecuTorch can only serialize constant data from CPU "
+        f"memory. {advice}\n"
+    )
 
 
 class LinearReLU(torch.nn.Module):
@@ -75,9 +94,17 @@ class Counter(torch.nn.Module):
         return self.count + 0
 
 
+class Concat(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("empty", torch.ones(0))
+
+    def forward(self, x):
+        return torch.cat([x, self.empty])
+
+
 class TestEmitDeviceConstants(unittest.TestCase):
     def _edge(self, model: torch.nn.Module, *inputs) -> EdgeProgramManager:
-        torch.manual_seed(0)
         return to_edge_transform_and_lower(export(model.eval(), inputs, strict=True))
 
     def _move_constant(self, edge: EdgeProgramManager, fqn: str, device: str):
@@ -85,51 +112,58 @@ class TestEmitDeviceConstants(unittest.TestCase):
         state_dict[fqn] = _on_device(state_dict[fqn], device)
 
     @parameterized.expand(DEVICES)
-    def test_constant_on_device_raises(self, device: str) -> None:
+    def test_constant_on_device_raises(self, device, name, advice) -> None:
         edge = self._edge(LinearReLU(), torch.ones(2, 4))
         self._move_constant(edge, "linear.weight", device)
         with self.assertRaisesRegex(
-            InternalError, _device_error("linear.weight", device)
+            InternalError, _constant_error("linear.weight", name, advice)
         ) as context:
             edge.to_executorch()
         self.assertIn("This node p_linear_weight has metadata", str(context.exception))
 
     @parameterized.expand(DEVICES)
-    def test_external_constant_on_device_raises(self, device: str) -> None:
+    def test_external_constant_on_device_raises(self, device, name, advice) -> None:
         edge = self._edge(LinearReLU(), torch.ones(2, 4))
         self._move_constant(edge, "linear.bias", device)
         with self.assertRaisesRegex(
-            InternalError, _device_error("linear.bias", device)
+            InternalError, _constant_error("linear.bias", name, advice)
         ):
             edge.to_executorch(ExecutorchBackendConfig(external_constants=True))
 
     @parameterized.expand(DEVICES)
-    def test_initialized_mutable_buffer_on_device_raises(self, device: str) -> None:
+    def test_initialized_mutable_buffer_on_device_raises(
+        self, device, name, advice
+    ) -> None:
         edge = self._edge(Counter(), torch.ones(4))
         self._move_constant(edge, "count", device)
         config = ExecutorchBackendConfig(
             passes=[InitializedMutableBufferPass(["count"])]
         )
-        with self.assertRaisesRegex(InternalError, _device_error("count", device)):
+        with self.assertRaisesRegex(
+            InternalError, _constant_error("count", name, advice)
+        ):
             edge.to_executorch(config)
 
     @parameterized.expand(DEVICES)
-    def test_constant_method_on_device_raises(self, device: str) -> None:
+    def test_constant_method_on_device_raises(self, device, name, advice) -> None:
         edge = to_edge(
             export(LinearReLU().eval(), (torch.ones(2, 4),), strict=True),
             constant_methods={"get_scale": _on_device(torch.ones(3), device)},
         )
-        with self.assertRaisesRegex(
-            InternalError, _device_error("get_scale", device)
-        ) as context:
+        with self.assertRaises(InternalError) as context:
             edge.to_executorch()
-        # A constant method has no node, so no node of forward may be shown.
-        self.assertNotIn("Here is the node", str(context.exception))
+        # No node of forward is shown: the value belongs to no graph.
+        self.assertEqual(
+            str(context.exception),
+            f"Value of constant method 'get_scale' is on device {name}, but "
+            "ExecuTorch can only serialize constant data from CPU memory. Pass a "
+            "CPU tensor with its values in constant_methods.",
+        )
 
     def test_cpu_constants_are_serialized(self) -> None:
         model = LinearReLU()
         edge = to_edge(export(model.eval(), (torch.ones(2, 4),), strict=True))
-        program = edge.to_executorch()._emitter_output.program
+        program = edge.to_executorch().executorch_program
         self.assertEqual(
             [buffer.storage for buffer in program.constant_buffer[1:]],
             [
@@ -140,7 +174,7 @@ class TestEmitDeviceConstants(unittest.TestCase):
 
     @parameterized.expand(DEVICES)
     def test_uninitialized_mutable_buffer_on_device_is_emitted(
-        self, device: str
+        self, device, name, advice
     ) -> None:
         # Only the shape and dtype of a mutable buffer without an initial state
         # are serialized, so its device does not matter.
@@ -150,7 +184,16 @@ class TestEmitDeviceConstants(unittest.TestCase):
         self.assertEqual(edge.to_executorch().buffer, expected)
 
     @parameterized.expand(DEVICES)
-    def test_empty_constant_on_device_is_emitted(self, device: str) -> None:
+    def test_empty_constant_on_device_is_emitted(self, device, name, advice) -> None:
+        expected = self._edge(Concat(), torch.ones(3)).to_executorch().buffer
+        edge = self._edge(Concat(), torch.ones(3))
+        self._move_constant(edge, "empty", device)
+        self.assertEqual(edge.to_executorch().buffer, expected)
+
+    @parameterized.expand(DEVICES)
+    def test_empty_constant_method_on_device_is_emitted(
+        self, device, name, advice
+    ) -> None:
         def program(empty: torch.Tensor) -> bytes:
             torch.manual_seed(0)
             return (
