@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import os
 import re
 import sys
 import time
@@ -104,11 +105,15 @@ def run_matrix(
     runs = [(path, device, e) for path, device in pairs for e in EMITTERS]
     done: Dict[Tuple[str, str, str], Outcome] = {}
 
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+
     def one(run: Tuple[str, str, str]) -> None:
         path, device, emitter = run
         start = time.monotonic()
         flow = PATHS[path][0]
-        done[run] = outcome = emitters.export(emitter, device, model, flow=flow)
+        done[run] = outcome = emitters.export(
+            emitter, device, model, flow=flow, threads=threads
+        )
         print(
             f"[{len(done):2}/{len(runs)}] {path:8} {device:12} {emitter:7} "
             f"{_short(outcome.describe())} ({time.monotonic() - start:.1f} s)",
@@ -117,8 +122,10 @@ def run_matrix(
         )
 
     print(f"running {len(runs)} exports, {jobs} at a time...", file=progress)
+    # The slowest first, so that no long one is left for the end alone.
+    order = sorted(runs, key=lambda run: PATHS[run[0]][0] != "xnnpack")
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        list(pool.map(one, runs))
+        list(pool.map(one, order))
     return [
         Row(path, device, {e: done[(path, device, e)] for e in EMITTERS})
         for path, device in pairs
