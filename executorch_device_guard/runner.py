@@ -47,6 +47,7 @@ EXPORT_PRELOAD = (
     "executorch_device_guard.child",
     "executorch_device_guard.fake_device",
     "executorch_device_guard.models",
+    "executorch_device_guard.probe",
     # Imported by every export on its first run; optional ('?'): private
     # modules that other torch releases may not have.
     "torch.export._trace?",
