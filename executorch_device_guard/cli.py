@@ -4,11 +4,12 @@
 # This source code is licensed under the BSD-style license found in the
 # LICENSE file in the root directory of this source tree.
 
-"""Command line: check, apply, revert, status, export.
+"""Command line: check, run, apply, revert, status, export.
 
 Exit codes: 0 success; 1 ``check`` found a problem; 2 a refusal (nothing
 was modified) or a usage error; 3 ``check`` could not judge some case (an
-error of the tool, not a verdict on the patch).
+error of the tool, not a verdict on the patch). ``run`` exits with its
+command's code.
 """
 
 from __future__ import annotations
@@ -105,6 +106,20 @@ def _check_rows(args: argparse.Namespace) -> "Union[int, List]":
 def _usage_error(message: str) -> int:
     print(f"executorch-device-guard: error: {message}", file=sys.stderr)
     return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    from executorch_device_guard.run import run_command
+
+    command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not command:
+        return _usage_error("run: give a command, e.g. run -- python export.py")
+    try:
+        return run_command(command, data_root())
+    except KeyboardInterrupt:
+        # Only before the command started; the overlay is already removed.
+        print("executorch-device-guard: interrupted", file=sys.stderr)
+        return 130
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -216,6 +231,23 @@ def parser() -> argparse.ArgumentParser:
         "warm ones (slower; the same results)",
     )
     c.set_defaults(func=_check)
+
+    r = sub.add_parser(
+        "run",
+        help="run a command with the patched ExecuTorch, writing nothing to "
+        "site-packages",
+        description="Runs COMMAND with a patched overlay of the installed "
+        "ExecuTorch first on PYTHONPATH, for the command and its children. "
+        "Exits with the command's exit code (128+N if a signal N ended it). "
+        "The overlay is removed afterwards.",
+    )
+    r.add_argument(
+        "cmd",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND [ARGS...]",
+        help="e.g. -- python export.py, or -- python -m pkg.export",
+    )
+    r.set_defaults(func=_run)
 
     for name, func, text in (
         ("apply", _apply, "patch the ExecuTorch installed in this environment"),
