@@ -38,6 +38,7 @@ import dataclasses
 import json
 import os
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -50,6 +51,8 @@ from typing import Dict, List, Optional, Sequence
 # Interpreter options the warm runner accepts and ignores: faulthandler is
 # always on in its children.
 _IGNORED_OPTIONS = (("-X", "faulthandler"),)
+# How long a run waits for the parent's imports before giving up on it.
+READY_TIMEOUT = 900.0
 
 
 def available() -> bool:
@@ -421,7 +424,7 @@ class WarmParent:
         cwd: Optional[Path],
         timeout: Optional[float],
     ) -> subprocess.CompletedProcess:
-        self.wait_ready()
+        self.wait_ready(READY_TIMEOUT)
         with self._lock:
             if self._closed:
                 raise WarmError("the warm parent is closed")
@@ -487,6 +490,7 @@ class WarmParent:
             self._proc.wait()
         self._reader.join(5)
         self._log.close()
+        shutil.rmtree(self._workdir, ignore_errors=True)
 
     def __enter__(self) -> "WarmParent":
         return self
