@@ -21,6 +21,10 @@ PROBE_TAG = "DEVICE_GUARD_PROBE "
 
 
 def main(argv: List[str]) -> int:
+    import os
+
+    # Ask NVML, not the CUDA runtime, where it can: it initialises nothing.
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     import torch
     from executorch_device_guard import models
 
