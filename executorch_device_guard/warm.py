@@ -135,16 +135,11 @@ def serve(preload: Sequence[str]) -> None:
                     *lines, pending = pending.split(b"\n")
                     for line in lines:
                         request = json.loads(line)
-                        if not _native_threads() == 1:
-                            _send(
-                                proto_out,
-                                {
-                                    "id": request["id"],
-                                    "error": f"the warm parent has "
-                                    f"{_native_threads()} threads; forking it "
-                                    "is not safe",
-                                },
-                            )
+                        threads = _native_threads()
+                        if threads > 1:
+                            error = f"the warm parent has {threads} threads; "
+                            error += "forking it is not safe"
+                            _send(proto_out, {"id": request["id"], "error": error})
                             continue
                         sys.stdout.flush()
                         sys.stderr.flush()
@@ -156,6 +151,9 @@ def serve(preload: Sequence[str]) -> None:
                         _send(proto_out, {"id": request["id"], "pid": pid})
             _reap(children, proto_out)
     except KeyboardInterrupt:
+        pass
+    finally:
+        # Whatever ended the loop, no child outlives its parent's protocol.
         for pid in children:
             _kill(pid)
 

@@ -91,6 +91,17 @@ def test_a_parent_that_cannot_start_says_why(tmp_path: Path) -> None:
             p.wait_ready(60)
 
 
+def test_a_threaded_parent_refuses_to_fork(tmp_path: Path) -> None:
+    (tmp_path / "starts_a_thread.py").write_text(
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]))
+    with warm.WarmParent(env, ["starts_a_thread"], tmp_path) as p:
+        with pytest.raises(warm.WarmError, match="has 2 threads; forking it is not safe"):
+            p.run(["-c", "pass"])
+
+
 def test_no_thread_in_the_warm_parents(emitters: Emitters) -> None:
     """Each overlay's parent has imported torch and ExecuTorch and is single-threaded."""
     for emitter in EMITTERS:
