@@ -148,3 +148,13 @@ def test_warm_and_fresh_children_give_the_same_cpu_bytes(emitters: Emitters) -> 
             forked = emitters.export(emitter, "cpu", "conv_batchnorm", flow=flow)
             assert forked.describe() == "ok", forked.stderr
             assert forked.result["files"] == reference.result["files"], flow
+
+
+def test_a_failed_parent_falls_back_to_fresh_interpreters(capsys) -> None:
+    with Emitters(REPO, preload=["no_such_module_xyz"]) as broken:
+        result = broken.fork("patched", ["-c", "import sys; print(sys.argv)", "a"])
+        assert (result.returncode, result.stdout) == (0, "['-c', 'a']\n")
+        assert broken.call("stock", "builtins:len", ["a", "b", "c"]).returncode == 3
+    note = capsys.readouterr().err
+    assert "the patched warm parent failed" in note and "no_such_module_xyz" in note
+    assert "using a fresh interpreter per run" in note
