@@ -37,7 +37,9 @@ def timed(cmd: List[str]) -> float:
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     elapsed = time.monotonic() - start
     if proc.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}")
+        sys.exit(
+            f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}"
+        )
     return elapsed
 
 
@@ -61,11 +63,15 @@ def main() -> int:
     load_after = os.getloadavg()
     t_import = statistics.median(import_times)
     t_check = statistics.median(check_times)
-    print(f"cores: {os.cpu_count()}; load average before {load_before[0]:.2f}, "
-          f"after {load_after[0]:.2f} (1 min)")
+    print(
+        f"cores: {os.cpu_count()}; load average before {load_before[0]:.2f}, "
+        f"after {load_after[0]:.2f} (1 min)"
+    )
     print(f"import torch, executorch.exir: {t_import:.1f} s (median of {args.rounds})")
-    print(f"check {' '.join(args.check_args) or '(default matrix)'}: "
-          f"{t_check:.1f} s (median of {args.rounds})")
+    print(
+        f"check {' '.join(args.check_args) or '(default matrix)'}: "
+        f"{t_check:.1f} s (median of {args.rounds})"
+    )
     print(f"ratio: {t_check / t_import:.2f} (target: at most 5)")
     return 0
 

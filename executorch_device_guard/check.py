@@ -102,7 +102,9 @@ class Row:
         for emitter, outcome in self.outcomes.items():
             result = outcome.result or {}
             if result.get("outcome") == "setup-error":
-                errors.append(f"{emitter}: could not set up the case: {result['message']}")
+                errors.append(
+                    f"{emitter}: could not set up the case: {result['message']}"
+                )
             elif outcome.returncode >= 0 and outcome.result is None:
                 errors.append(
                     f"{emitter}: the child exited {outcome.returncode} without a "
@@ -122,7 +124,8 @@ class Row:
         return (
             self.device != "cpu"
             and stock.get("outcome") == patched.get("outcome") == "error"
-            and (stock["type"], stock["message"]) == (patched["type"], patched["message"])
+            and (stock["type"], stock["message"])
+            == (patched["type"], patched["message"])
         )
 
     @property
@@ -154,7 +157,11 @@ class Row:
         def outcome(o: Outcome) -> Dict:
             # The child's emitter path is in a temporary overlay, gone on exit.
             result = o.result and {k: v for k, v in o.result.items() if k != "emitter"}
-            entry = {"returncode": o.returncode, "summary": o.describe(), "result": result}
+            entry = {
+                "returncode": o.returncode,
+                "summary": o.describe(),
+                "result": result,
+            }
             if stderr:
                 entry["stderr"] = o.stderr
             return entry

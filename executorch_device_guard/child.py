@@ -115,10 +115,7 @@ def _device_in_xnnpack_preprocess(device: str) -> None:
     device (keep_device_claims), as they would on a real one.
     """
     from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend
-    from executorch_device_guard.fake_device import (
-        keep_device_claims,
-        tables_on_device,
-    )
+    from executorch_device_guard.fake_device import keep_device_claims, tables_on_device
 
     original = XnnpackBackend.preprocess
 

@@ -87,7 +87,9 @@ def _check_rows(args: argparse.Namespace) -> "Union[int, List]":
     with Emitters(warm=not args.fresh) as emitters:
         emitters.start()
         # One child loads the model and asks for CUDA before any export runs.
-        proc = emitters.call("stock", "executorch_device_guard.probe:main", [args.model])
+        proc = emitters.call(
+            "stock", "executorch_device_guard.probe:main", [args.model]
+        )
         try:
             found = probe.parse(proc.stdout)
         except ValueError:

@@ -71,7 +71,12 @@ def test_verdict(device: str, stock: Outcome, patched: Outcome, problem) -> None
         # not reach the read. An error of the tool, no verdict on the patch.
         ("fake:cuda:0", Outcome(1, OTHER, ""), Outcome(1, OTHER, ""), "fake device"),
         ("cpu", Outcome(1, SETUP, ""), Outcome(1, SETUP, ""), "could not set up"),
-        ("fake:cuda:0", Outcome(0, None, ""), Outcome(1, NAMED, ""), "without a result"),
+        (
+            "fake:cuda:0",
+            Outcome(0, None, ""),
+            Outcome(1, NAMED, ""),
+            "without a result",
+        ),
         # A real device that fails before the read on both: nothing to judge.
         ("meta", Outcome(1, OTHER, ""), Outcome(1, OTHER, ""), None),
     ],
@@ -236,7 +241,13 @@ def test_executorch_example_model_as_it_is() -> None:
 def test_verbose_and_log_dir_show_each_childs_stderr(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     result = run_check(
-        "--paths", "emitter", "--devices", "fake:cuda:0", "--verbose", "--log-dir", str(logs)
+        "--paths",
+        "emitter",
+        "--devices",
+        "fake:cuda:0",
+        "--verbose",
+        "--log-dir",
+        str(logs),
     )
     assert result.returncode == 0, result.stdout + result.stderr
     # The table keeps one line per row.
@@ -307,9 +318,7 @@ def test_cuda_on_a_machine_without_it_is_refused() -> None:
 
 def test_a_bad_model_is_refused_before_any_export(tmp_path: Path) -> None:
     (tmp_path / "models_here.py").write_text(
-        "import torch\n"
-        "not_a_model = 42\n"
-        "module_only = torch.nn.Linear(2, 2)\n"
+        "import torch\n" "not_a_model = 42\n" "module_only = torch.nn.Linear(2, 2)\n"
     )
     missing = tmp_path / "missing.py"
     here = tmp_path / "models_here.py"
@@ -330,7 +339,9 @@ def test_a_bad_model_is_refused_before_any_export(tmp_path: Path) -> None:
         "--model no_such_package.models:model: no module named 'no_such_package' ",
         "",
     )
-    assert_refused(results[2], f"--model {here}:nope: ", " has no attribute 'nope'; ", "")
+    assert_refused(
+        results[2], f"--model {here}:nope: ", " has no attribute 'nope'; ", ""
+    )
     assert_refused(
         results[3], f"--model {here}:not_a_model: got a value of type int; give ", ""
     )

@@ -62,7 +62,9 @@ def user_file(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("attr", ["make", "as_tuple", "Eager", "eager_object", "make_eager"])
+@pytest.mark.parametrize(
+    "attr", ["make", "as_tuple", "Eager", "eager_object", "make_eager"]
+)
 def test_every_form_loads(user_file: Path, attr: str) -> None:
     model = models.load_model(f"{user_file}:{attr}")
     assert isinstance(model.module, torch.nn.Module)
@@ -70,11 +72,15 @@ def test_every_form_loads(user_file: Path, attr: str) -> None:
     if attr != "make" and attr != "as_tuple":
         assert model.kwargs == {"scale": 2.0}
         assert model.dynamic_shapes == {"x": None}
-        assert not model.module.training  # put in eval mode, as ExecuTorch's examples do
+        assert (
+            not model.module.training
+        )  # put in eval mode, as ExecuTorch's examples do
 
 
 def test_executorch_example_model() -> None:
-    model = models.load_model("executorch.examples.models.mlperf_tiny.resnet8:ResNet8Model")
+    model = models.load_model(
+        "executorch.examples.models.mlperf_tiny.resnet8:ResNet8Model"
+    )
     assert type(model.module).__name__ == "ResNet8"
     assert model.args[0].shape == (1, 3, 32, 32)
 
@@ -92,7 +98,10 @@ def test_builtins() -> None:
         ("no_such_pkg_xyz.sub:model", "no module named 'no_such_pkg_xyz'"),
         ("{file}:nope", "has no attribute 'nope'; after ':' name a (torch.nn.Module"),
         ("{file}:broken", "calling broken() failed: RuntimeError: weights not found"),
-        ("{file}:needs_missing", "got a value of type NoneType; give a (torch.nn.Module"),
+        (
+            "{file}:needs_missing",
+            "got a value of type NoneType; give a (torch.nn.Module",
+        ),
         (":x", "give 'package.module:attr' or 'path/file.py:attr'"),
     ],
 )
@@ -109,6 +118,9 @@ def test_each_mistake_is_one_line(user_file: Path, spec: str, message: str) -> N
 def test_a_missing_dependency_is_named(tmp_path: Path) -> None:
     path = tmp_path / "needs_dep.py"
     path.write_text("import dependency_not_installed_xyz\nmodel = None\n")
-    with pytest.raises(ModelSpecError, match="importing .* failed: ModuleNotFoundError: "
-                       "No module named 'dependency_not_installed_xyz'"):
+    with pytest.raises(
+        ModelSpecError,
+        match="importing .* failed: ModuleNotFoundError: "
+        "No module named 'dependency_not_installed_xyz'",
+    ):
         models.load_model(f"{path}:model")

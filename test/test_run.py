@@ -66,7 +66,9 @@ def tmp_env(tmp_path: Path) -> Dict[str, str]:
 
 def overlays_in(env: Dict[str, str]) -> list:
     """What the tool left in TMPDIR (torch keeps caches of its own there)."""
-    return [p for p in Path(env["TMPDIR"]).iterdir() if p.name.startswith("device-guard")]
+    return [
+        p for p in Path(env["TMPDIR"]).iterdir() if p.name.startswith("device-guard")
+    ]
 
 
 def guard(*args: str, env: Dict[str, str], **kwargs) -> subprocess.CompletedProcess:
@@ -153,7 +155,15 @@ def test_sigint_removes_the_overlay(tmp_path: Path, tmp_env) -> None:
 def test_sigint_to_the_tool_alone_reaches_the_command(tmp_env) -> None:
     code = "import time; print('ready', flush=True); time.sleep(120)"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "executorch_device_guard", "run", sys.executable, "-c", code],
+        [
+            sys.executable,
+            "-m",
+            "executorch_device_guard",
+            "run",
+            sys.executable,
+            "-c",
+            code,
+        ],
         env=tmp_env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -98,7 +98,9 @@ def test_a_threaded_parent_refuses_to_fork(tmp_path: Path) -> None:
     )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]))
     with warm.WarmParent(env, ["starts_a_thread"], tmp_path) as p:
-        with pytest.raises(warm.WarmError, match="has 2 threads; forking it is not safe"):
+        with pytest.raises(
+            warm.WarmError, match="has 2 threads; forking it is not safe"
+        ):
             p.run(["-c", "pass"])
 
 
@@ -138,7 +140,9 @@ def test_warm_and_fresh_children_give_the_same_cpu_bytes(emitters: Emitters) -> 
         with concurrent.futures.ThreadPoolExecutor(3) as pool:
             started = list(
                 pool.map(
-                    lambda flow: fresh.export("stock", "cpu", "conv_batchnorm", flow=flow),
+                    lambda flow: fresh.export(
+                        "stock", "cpu", "conv_batchnorm", flow=flow
+                    ),
                     flows,
                 )
             )
