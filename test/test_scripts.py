@@ -7,7 +7,6 @@
 """The helper scripts explain how to call them instead of dying."""
 
 import subprocess
-from pathlib import Path
 
 import pytest
 
