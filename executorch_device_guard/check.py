@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import os
 import re
 import sys
 import time
+from pathlib import Path
 from typing import Dict, List, Optional, TextIO, Tuple
 
 from executorch_device_guard.runner import Emitters, EMITTERS, Outcome
@@ -26,6 +28,13 @@ PATHS = {
     "xnnpack": ("xnnpack", ["cpu", "fake:cuda:0"]),
     "bundled": ("bundled", ["cpu", "meta", "fake:cuda:0"]),
 }
+
+
+KNOWN_DEVICES = ["cpu", "meta", *FAKE_DEVICES, "cuda"]
+
+
+class SelectionError(ValueError):
+    """--paths/--devices select no export; one line saying why."""
 
 
 def cases(
@@ -46,6 +55,34 @@ def cases(
     return result
 
 
+def check_devices(devices: Optional[List[str]]) -> None:
+    """Refuses device names that no path knows (a typo must not pass as OK)."""
+    unknown = [d for d in devices or [] if d not in KNOWN_DEVICES]
+    if unknown:
+        raise SelectionError(
+            f"unknown device {', '.join(map(repr, unknown))}; choose from "
+            + ", ".join(KNOWN_DEVICES)
+        )
+
+
+def select(
+    paths: Optional[List[str]], devices: Optional[List[str]], cuda: bool
+) -> List[Tuple[str, str]]:
+    """``cases``, or SelectionError when they are none."""
+    check_devices(devices)
+    pairs = cases(paths, devices, cuda)
+    if pairs:
+        return pairs
+    if devices and set(devices) <= {"cuda"} and not cuda:
+        why = "this machine has no CUDA device"
+    else:
+        offered = sorted({d for p in paths or PATHS for d in PATHS[p][1]})
+        why = f"the paths {', '.join(paths or PATHS)} run on {', '.join(offered)}"
+    raise SelectionError(
+        f"--devices {' '.join(devices or [])} selects no export: {why}"
+    )
+
+
 def _device_pattern(device: str) -> "re.Pattern[str]":
     name = device[len("fake:") :] if device.startswith("fake:") else device
     suffix = r"(:\d+)?" if ":" not in name else ""
@@ -59,9 +96,48 @@ class Row:
     outcomes: Dict[str, Outcome]
 
     @property
+    def tool_errors(self) -> List[str]:
+        """Why this row is no verdict on the patch: the tool could not run it."""
+        errors = []
+        for emitter, outcome in self.outcomes.items():
+            result = outcome.result or {}
+            if result.get("outcome") == "setup-error":
+                errors.append(
+                    f"{emitter}: could not set up the case: {result['message']}"
+                )
+            elif outcome.returncode >= 0 and outcome.result is None:
+                errors.append(
+                    f"{emitter}: the child exited {outcome.returncode} without a "
+                    "result (see --verbose)"
+                )
+        if not errors and self.device.startswith("fake:") and self.failed_alike:
+            errors.append(
+                "the fake device did not reach ExecuTorch's host read: stock and "
+                f"patched fail alike with {self.outcomes['patched'].describe()}"
+            )
+        return errors
+
+    @property
+    def failed_alike(self) -> bool:
+        """Stock and patched raise the same error: the guarded read is not reached."""
+        stock, patched = (self.outcomes[e].result or {} for e in EMITTERS)
+        return (
+            self.device != "cpu"
+            and stock.get("outcome") == patched.get("outcome") == "error"
+            and (stock["type"], stock["message"])
+            == (patched["type"], patched["message"])
+        )
+
+    @property
     def problems(self) -> List[str]:
         """Why the patched emitter's result is not acceptable (empty if it is)."""
+        if self.tool_errors:
+            return []
         stock, patched = self.outcomes["stock"], self.outcomes["patched"]
+        if self.failed_alike:
+            # A real device (meta, cuda) that fails before the host read, on
+            # stock and patched alike: no read to guard, nothing to judge.
+            return []
         if patched.crashed:
             return [f"patched emitter crashed: {patched.describe()}"]
         result = patched.result or {}
@@ -77,19 +153,25 @@ class Row:
             return [f"error does not name the device: {patched.describe()}"]
         return []
 
-    def as_json(self) -> Dict:
+    def as_json(self, stderr: bool = False) -> Dict:
+        def outcome(o: Outcome) -> Dict:
+            # The child's emitter path is in a temporary overlay, gone on exit.
+            result = o.result and {k: v for k, v in o.result.items() if k != "emitter"}
+            entry = {
+                "returncode": o.returncode,
+                "summary": o.describe(),
+                "result": result,
+            }
+            if stderr:
+                entry["stderr"] = o.stderr
+            return entry
+
         return {
             "path": self.path,
             "device": self.device,
-            **{
-                e: {
-                    "returncode": o.returncode,
-                    "summary": o.describe(),
-                    "result": o.result,
-                }
-                for e, o in self.outcomes.items()
-            },
+            **{e: outcome(o) for e, o in self.outcomes.items()},
             "problems": self.problems,
+            "tool_errors": self.tool_errors,
         }
 
 
@@ -104,11 +186,15 @@ def run_matrix(
     runs = [(path, device, e) for path, device in pairs for e in EMITTERS]
     done: Dict[Tuple[str, str, str], Outcome] = {}
 
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+
     def one(run: Tuple[str, str, str]) -> None:
         path, device, emitter = run
         start = time.monotonic()
         flow = PATHS[path][0]
-        done[run] = outcome = emitters.export(emitter, device, model, flow=flow)
+        done[run] = outcome = emitters.export(
+            emitter, device, model, flow=flow, threads=threads
+        )
         print(
             f"[{len(done):2}/{len(runs)}] {path:8} {device:12} {emitter:7} "
             f"{_short(outcome.describe())} ({time.monotonic() - start:.1f} s)",
@@ -117,8 +203,10 @@ def run_matrix(
         )
 
     print(f"running {len(runs)} exports, {jobs} at a time...", file=progress)
+    # The slowest first, so that no long one is left for the end alone.
+    order = sorted(runs, key=lambda run: PATHS[run[0]][0] != "xnnpack")
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        list(pool.map(one, runs))
+        list(pool.map(one, order))
     return [
         Row(path, device, {e: done[(path, device, e)] for e in EMITTERS})
         for path, device in pairs
@@ -159,3 +247,24 @@ def format_table(rows: List[Row], width: int = 60) -> str:
         if i == 0:
             out.append("  ".join("-" * w for w in widths))
     return "\n".join(out)
+
+
+def _log_name(row: Row, emitter: str) -> str:
+    return f"{row.path}_{row.device.replace(':', '_')}_{emitter}.log"
+
+
+def write_logs(rows: List[Row], folder: Path) -> None:
+    """Each child's full stderr, one file per (path, device, emitter)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for row in rows:
+        for emitter, outcome in row.outcomes.items():
+            (folder / _log_name(row, emitter)).write_text(outcome.stderr)
+
+
+def print_stderr(rows: List[Row], out: TextIO) -> None:
+    """Each child's full stderr, under a header naming the case and its outcome."""
+    for row in rows:
+        for emitter, outcome in row.outcomes.items():
+            header = f"{row.path} {row.device} {emitter}: {outcome.describe()}"
+            print(f"\n===== {header} =====", file=out)
+            print(outcome.stderr.rstrip() or "(no stderr)", file=out, flush=True)

@@ -13,8 +13,15 @@ puts the model's tensors on the device, runs one export path, and prints one
 reads the signal.
 
 Devices: ``cpu``; ``meta``; ``fake:<device>`` (storage that claims <device>
-over host memory that faults on read); ``cuda`` (a real GPU: the model is
-moved there before export, as in issue #21545).
+over host memory that faults on read, see fake_device.py); ``cuda`` (a real
+GPU: the model is moved there before export, as in issue #21545). The tool
+moves meta and fake-device constants where ExecuTorch starts on the real
+constants: after lowering for the emitter, at the start of XNNPACK's
+preprocess, and the expected outputs of a bundled program. From there on,
+tensors derived from them stay on the device.
+
+A failure to load the model or set up the case is an error of the tool
+(``setup-error``), never an outcome of the export.
 
 Paths (``--flow``):
   emit              to_edge_transform_and_lower(...).to_executorch(): the emitter
@@ -40,23 +47,8 @@ class NotApplicable(Exception):
     """This (path, device) pair cannot be run; reported, not failed."""
 
 
-def _memory_for(tensors: List[Any]) -> Any:
-    from executorch_device_guard.fake_device import NoAccessMemory
-
-    largest = max((t.untyped_storage().nbytes() for t in tensors), default=0)
-    # Address space only: nothing is ever committed behind it.
-    return NoAccessMemory(max(largest, 1) + 4096)
-
-
-def _tables_to_device(tables: List[Dict[str, Any]], device: str) -> None:
-    from executorch_device_guard.fake_device import on_device
-
-    tensors = [v for t in tables for v in t.values() if hasattr(v, "data_ptr")]
-    memory = _memory_for(tensors)
-    for table in tables:
-        for name, value in list(table.items()):
-            if hasattr(value, "data_ptr"):
-                table[name] = on_device(value, device, memory)
+class SetupError(Exception):
+    """The case could not be set up (model, fake device): an error of the tool."""
 
 
 def _programs_tables(programs: List[Any]) -> List[Dict[str, Any]]:
@@ -67,36 +59,95 @@ def _target_device(device: str) -> str:
     return device[len("fake:") :] if device.startswith("fake:") else device
 
 
-def _emit(model: Any, inputs: Any, device: str, external_constants: bool) -> Any:
-    from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
+def _is_moved(device: str) -> bool:
+    """Whether the tool moves the tensors itself (fake devices and meta)."""
+    return device.startswith("fake:") or device == "meta"
+
+
+def _move_programs(edge: Any, device: str) -> None:
+    """Every constant of every method of ``edge`` to ``device``, in place."""
+    from executorch_device_guard.fake_device import tables_on_device
+
+    programs = [edge.exported_program(name) for name in edge.methods]
+    tables_on_device(_programs_tables(programs), _target_device(device))
+
+
+def _claims(device: str) -> Any:
+    """keep_device_claims() for a moved device; nothing for cpu and cuda."""
+    import contextlib
+
+    from executorch_device_guard.fake_device import keep_device_claims
+
+    return keep_device_claims() if _is_moved(device) else contextlib.nullcontext()
+
+
+def _export(model: Any) -> Any:
     from torch.export import export
 
-    edge = to_edge_transform_and_lower(export(model, inputs))
-    if device.startswith("fake:") or device == "meta":
-        programs = [edge.exported_program(name) for name in edge.methods]
-        _tables_to_device(_programs_tables(programs), _target_device(device))
+    return export(
+        model.module,
+        model.args,
+        kwargs=model.kwargs,
+        dynamic_shapes=model.dynamic_shapes,
+    )
+
+
+def _emit(model: Any, device: str, external_constants: bool) -> Any:
+    """The emitter: the constants move to the device after lowering, so that
+    to_executorch()'s passes and the emitter see device tensors."""
+    from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
+
+    edge = to_edge_transform_and_lower(_export(model))
+    if _is_moved(device):
+        _move_programs(edge, device)
     config = ExecutorchBackendConfig(external_constants=external_constants)
-    return edge.to_executorch(config)
+    with _claims(device):
+        return edge.to_executorch(config)
 
 
-def _xnnpack(model: Any, inputs: Any, device: str) -> Any:
+def _device_in_xnnpack_preprocess(device: str) -> None:
+    """XNNPACK's preprocess gets its program's constants on ``device``.
+
+    Lowering traces the program with fake tensors of its own, so the device
+    tensors are put in place where XNNPACK starts on the real constants: at
+    the start of preprocess, before XNNPACK's own passes (BatchNorm fusion
+    and the rest) and its serializer. Tensors those passes derive stay on the
+    device (keep_device_claims), as they would on a real one.
+    """
+    from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend
+    from executorch_device_guard.fake_device import keep_device_claims, tables_on_device
+
+    original = XnnpackBackend.preprocess
+
+    def preprocess(edge_program: Any, compile_specs: Any) -> Any:
+        tables_on_device([edge_program.state_dict, edge_program.constants], device)
+        with keep_device_claims():
+            return original(edge_program, compile_specs)
+
+    XnnpackBackend.preprocess = staticmethod(preprocess)
+
+
+def _xnnpack(model: Any, device: str) -> Any:
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
         XnnpackPartitioner,
     )
     from executorch.exir import to_edge_transform_and_lower
-    from torch.export import export
 
     if device == "meta":
         raise NotApplicable("meta weights fail in lowering's decompositions first")
-    program = export(model, inputs)
     if device.startswith("fake:"):
-        # Before lowering: XNNPACK reads the weights while it lowers.
-        _tables_to_device(_programs_tables([program]), _target_device(device))
-    edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
-    return edge.to_executorch()
+        _device_in_xnnpack_preprocess(_target_device(device))
+    edge = to_edge_transform_and_lower(
+        _export(model), partitioner=[XnnpackPartitioner()]
+    )
+    if device.startswith("fake:"):
+        # What XNNPACK did not take is emitted from the device too.
+        _move_programs(edge, device)
+    with _claims(device):
+        return edge.to_executorch()
 
 
-def _bundled(model: Any, inputs: Any, device: str) -> Any:
+def _bundled(model: Any, device: str) -> Any:
     """A BundledProgram whose expected outputs were computed on the device."""
     import torch
     from executorch.devtools.bundled_program.config import (
@@ -108,28 +159,23 @@ def _bundled(model: Any, inputs: Any, device: str) -> Any:
         serialize_from_bundled_program_to_flatbuffer,
     )
     from executorch.exir import to_edge
-    from executorch.exir.tensor import TensorSpec
     from executorch_device_guard.fake_device import on_device
-    from torch.export import export
 
+    if model.kwargs:
+        raise NotApplicable("bundled test cases take positional inputs only")
     # run() leaves the model on CPU for this path: the program is exported from
     # CPU, and only the expected outputs are computed on the device.
-    program = to_edge(export(model, inputs)).to_executorch()
+    program = to_edge(_export(model)).to_executorch()
     where = "cuda" if device == "cuda" else "cpu"
     with torch.no_grad():
-        expected = model.to(where)(*(i.to(where) for i in inputs))
+        expected = model.module.to(where)(*(i.to(where) for i in model.args))
     outputs = list(expected) if isinstance(expected, (tuple, list)) else [expected]
-    if device == "meta":
-        outputs = [o.to("meta") for o in outputs]
-    case = MethodTestCase(inputs=list(inputs), expected_outputs=outputs)
-    bundled = BundledProgram(program, [MethodTestSuite("forward", [case])])
-    if device.startswith("fake:"):
-        # BundledProgram takes only plain torch.Tensor values, which cannot
-        # claim a fake device: this is the function that reads them.
-        fake = on_device(outputs[0], _target_device(device), _memory_for(outputs))
-        bundled._emit_bundled_tensor(TensorSpec.from_tensor(fake, const=True), [])
-        raise AssertionError("a fake-device tensor was read without error")
-    return serialize_from_bundled_program_to_flatbuffer(bundled)
+    if _is_moved(device):
+        outputs = [on_device(o, _target_device(device)) for o in outputs]
+    case = MethodTestCase(inputs=list(model.args), expected_outputs=outputs)
+    with _claims(device):
+        bundled = BundledProgram(program, [MethodTestSuite("forward", [case])])
+        return serialize_from_bundled_program_to_flatbuffer(bundled)
 
 
 def _cuda_partitioner(model: Any, inputs: Any) -> Any:
@@ -161,18 +207,20 @@ def run(
 
     # Seeded, so that stock and patched children export the same weights.
     torch.manual_seed(0)
-    model, inputs = models.load(model_spec)
+    try:
+        model = models.load_model(model_spec)
+    except models.ModelSpecError as e:
+        raise SetupError(str(e)) from e
     if device == "cuda" and flow != "bundled":
         model = model.to("cuda")
-        inputs = tuple(i.to("cuda") for i in inputs)
     if flow == "emit":
-        result = _emit(model, inputs, device, external_constants)
+        result = _emit(model, device, external_constants)
     elif flow == "xnnpack":
-        result = _xnnpack(model, inputs, device)
+        result = _xnnpack(model, device)
     elif flow == "bundled":
-        result = _bundled(model, inputs, device)
+        result = _bundled(model, device)
     else:
-        result = _cuda_partitioner(model, inputs)
+        result = _cuda_partitioner(model.module, model.args)
 
     if isinstance(result, bytes):
         files = {"bundled_program.bpte": result}
@@ -196,7 +244,12 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--external-constants", action="store_true")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--flow", choices=FLOWS, default="emit")
+    parser.add_argument("--threads", type=int, help="torch's intra-op threads")
     args = parser.parse_args(argv)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     code = 0
     try:
         result = run(
@@ -204,6 +257,10 @@ def main(argv: List[str]) -> int:
         )
     except NotApplicable as e:
         result = {"outcome": "n/a", "message": str(e)}
+    except SetupError as e:
+        print(f"SetupError: {e}", file=sys.stderr)
+        result = {"outcome": "setup-error", "type": "SetupError", "message": str(e)}
+        code = 1
     except Exception as e:  # noqa: B902 - reported to the parent, then exit 1
         import traceback
 

@@ -4,11 +4,13 @@
 # This source code is licensed under the BSD-style license found in the
 # LICENSE file in the root directory of this source tree.
 
-"""Command line: check, apply, revert, status, export.
+"""Command line: check, run, apply, revert, status, export.
 
 Exit codes: 0 success; 1 ``check`` found a problem; 2 a refusal or a usage
 error (one line on stderr saying what and the way out; unless it says
-otherwise, nothing was modified); 128 + N when signal N interrupted it.
+otherwise, nothing was modified); 3 ``check`` could not judge some case (an
+error of the tool, not a verdict on the patch); 128 + N when signal N
+interrupted it. ``run`` exits with its command's code.
 """
 
 from __future__ import annotations
@@ -19,26 +21,46 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Union
 
 from executorch_device_guard import __version__, data_root
 
 
 def _check(args: argparse.Namespace) -> int:
-    from executorch_device_guard import check
-    from executorch_device_guard.installed import executorch_version
-    from executorch_device_guard.runner import Emitters
+    from executorch_device_guard import check, models
+    from executorch_device_guard.installed import executorch_root, executorch_version
 
-    with Emitters() as emitters:
-        pairs = check.cases(args.paths, args.devices)
-        rows = check.run_matrix(emitters, args.model, pairs, jobs=args.jobs)
+    # What needs no torch is refused at once, before any process starts.
+    if args.jobs < 1:
+        return _usage_error(f"--jobs must be at least 1, not {args.jobs}")
+    try:
+        check.select(args.paths, args.devices, cuda=True)
+        models.check_file(args.model)
+    except (check.SelectionError, models.ModelSpecError) as e:
+        return _usage_error(str(e))
+
+    try:
+        rows = _check_rows(args)
+    except KeyboardInterrupt:
+        print("executorch-device-guard: interrupted", file=sys.stderr)
+        return 130
+    if isinstance(rows, int):
+        return rows
     problems = [f"{row.path} {row.device}: {p}" for row in rows for p in row.problems]
+    tool_errors = [
+        f"{row.path} {row.device}: {e}" for row in rows for e in row.tool_errors
+    ]
+    if args.log_dir:
+        check.write_logs(rows, args.log_dir)
+    if args.verbose:
+        check.print_stderr(rows, sys.stderr)
     if args.json:
         report = {
             "executorch_version": executorch_version(),
+            "executorch_root": str(executorch_root()),
             "model": args.model,
-            "ok": not problems,
-            "rows": [row.as_json() for row in rows],
+            "ok": not problems and not tool_errors,
+            "rows": [row.as_json(stderr=args.verbose) for row in rows],
         }
         print(json.dumps(report, indent=1))
     else:
@@ -46,12 +68,62 @@ def _check(args: argparse.Namespace) -> int:
         print()
         if problems:
             print("FAIL:\n  " + "\n  ".join(problems))
-        else:
+        if tool_errors:
+            print(
+                "TOOL ERROR (no verdict on the patch for these cases; see "
+                "--verbose):\n  " + "\n  ".join(tool_errors)
+            )
+        if not problems and not tool_errors:
             print(
                 "OK: patched ExecuTorch crashes nowhere, names the device in "
                 "every error, and gives stock ExecuTorch's CPU bytes."
             )
-    return 1 if problems else 0
+    return 1 if problems else 3 if tool_errors else 0
+
+
+def _check_rows(args: argparse.Namespace) -> "Union[int, List]":
+    """The matrix's rows, or an exit code when the model or selection is refused."""
+    from executorch_device_guard import check, probe
+    from executorch_device_guard.runner import Emitters
+
+    with Emitters(warm=not args.fresh) as emitters:
+        emitters.start()
+        # One child loads the model and asks for CUDA before any export runs.
+        proc = emitters.call(
+            "stock", "executorch_device_guard.probe:main", [args.model]
+        )
+        try:
+            found = probe.parse(proc.stdout)
+        except ValueError:
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            return _usage_error(f"--model {args.model}: loading it failed: {last}")
+        if found["model_error"]:
+            return _usage_error(found["model_error"])
+        try:
+            pairs = check.select(args.paths, args.devices, found["cuda"])
+        except check.SelectionError as e:
+            return _usage_error(str(e))
+        rows = check.run_matrix(emitters, args.model, pairs, jobs=args.jobs)
+    return rows
+
+
+def _usage_error(message: str) -> int:
+    print(f"executorch-device-guard: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    from executorch_device_guard.run import run_command
+
+    command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not command:
+        return _usage_error("run: give a command, e.g. run -- python export.py")
+    try:
+        return run_command(command, data_root())
+    except KeyboardInterrupt:
+        # Only before the command started; the overlay is already removed.
+        print("executorch-device-guard: interrupted", file=sys.stderr)
+        return 130
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -161,7 +233,42 @@ def parser() -> argparse.ArgumentParser:
         help="only these devices (cpu, meta, fake:cuda:0, fake:mps:0, "
         "fake:xpu:0, cuda)",
     )
+    c.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="after the table, print each child's full stderr (and put it in "
+        "--json output)",
+    )
+    c.add_argument(
+        "--log-dir",
+        type=Path,
+        help="write each child's full stderr to LOG_DIR/PATH_DEVICE_EMITTER.log",
+    )
+    c.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start a fresh interpreter for every export instead of forking "
+        "warm ones (slower; the same results)",
+    )
     c.set_defaults(func=_check)
+
+    r = sub.add_parser(
+        "run",
+        help="run a command with the patched ExecuTorch, writing nothing to "
+        "site-packages",
+        description="Runs COMMAND with a patched overlay of the installed "
+        "ExecuTorch first on PYTHONPATH, for the command and its children. "
+        "Exits with the command's exit code (128+N if a signal N ended it). "
+        "The overlay is removed afterwards.",
+    )
+    r.add_argument(
+        "cmd",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND [ARGS...]",
+        help="e.g. -- python export.py, or -- python -m pkg.export",
+    )
+    r.set_defaults(func=_run)
 
     for name, func, text in (
         ("apply", _apply, "patch the ExecuTorch installed in this environment"),

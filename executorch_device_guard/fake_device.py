@@ -6,19 +6,33 @@
 
 """Tensors whose storage claims a device, over host memory that faults on read.
 
-This reproduces #21545 without an accelerator: ExecuTorch's stock emitter reads
-such a storage's data_ptr() on the host and the process dies with SIGSEGV, as it
-does for a real CUDA tensor. The upstream test module
-(exir/emit/test/test_emit_device_constants.py) builds the same thing.
+This reproduces #21545 without an accelerator. A fake-device tensor is a plain
+``torch.Tensor`` whose storage is a :class:`DeviceStorage`: its bytes are real
+host memory, so every operator computes on them as usual, but the storage
+says it is on ``cuda:0`` (or another device), and its ``data_ptr()`` points at
+reserved address space that faults on any access. ExecuTorch's stock emitter,
+XNNPACK and bundled program read constants through ``storage.data_ptr()`` on
+the host, so they die with SIGSEGV exactly as for a real CUDA tensor.
+
+A real device tensor stays on its device through every operator: BatchNorm
+fusion's fused weights, a constant folded from device weights, a weight made
+contiguous or channels-last for XNNPACK are all device tensors. Inside
+:func:`keep_device_claims`, a tensor that an operator derives from a
+fake-device tensor gets a fake storage on the same device too, so the claim
+survives every pass on the way to the read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import sys
+from typing import Any, Dict, Iterator, List, Optional
 
 import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten, tree_map
 
 
 class NoAccessMemory:
@@ -58,48 +72,139 @@ class NoAccessMemory:
         self.address: int = address
 
 
-class DeviceStorageTensor(torch.Tensor):
-    """A CPU tensor whose storage claims to be on another device."""
+class DeviceStorage(torch.UntypedStorage):
+    """Host bytes that claim to be on ``claimed_device``; data_ptr() faults.
 
-    device_storage: torch.UntypedStorage
+    Operators use the real host bytes; Python code that reads the storage
+    through ``data_ptr()`` reads no-access memory. ``cpu()`` copies the real
+    bytes to a plain CPU storage, as a device-to-host copy would.
+    """
 
-    def untyped_storage(self) -> torch.UntypedStorage:
-        return self.device_storage
+    claimed_device: torch.device
+    no_access: NoAccessMemory
 
-    def __deepcopy__(self, memo: dict) -> "torch.Tensor":
-        # A copy of a device tensor is on the same device: keep the claim.
-        return self
+    @property
+    def device(self) -> torch.device:  # type: ignore[override]
+        return self.claimed_device
 
+    def data_ptr(self) -> int:
+        return self.no_access.address
 
-class DeviceStorageParameter(torch.nn.Parameter):
-    """The same, for parameters: exported programs check their type."""
-
-    device_storage: torch.UntypedStorage
-
-    def untyped_storage(self) -> torch.UntypedStorage:
-        return self.device_storage
-
-    def __deepcopy__(self, memo: dict) -> "torch.Tensor":
-        # A copy of a device tensor is on the same device: keep the claim.
-        return self
+    def clone(self) -> torch.UntypedStorage:  # type: ignore[override]
+        # A plain storage: torch's TypedStorage accepts no other type. A tensor
+        # copied inside keep_device_claims() gets its claim back.
+        return torch.UntypedStorage(self.nbytes()).copy_(self)
 
 
-def on_device(
-    tensor: torch.Tensor, device: str, memory: NoAccessMemory
-) -> torch.Tensor:
-    """``tensor`` with its storage on ``device`` (a real move for ``meta``)."""
-    is_parameter = isinstance(tensor, torch.nn.Parameter)
+def device_storage(source: torch.UntypedStorage, device: str) -> DeviceStorage:
+    """A :class:`DeviceStorage` claiming ``device``, holding ``source``'s bytes."""
+    nbytes = source.nbytes()
+    storage = DeviceStorage(nbytes)
+    if nbytes:
+        # Copy the real bytes: torch.UntypedStorage.copy_ does not go
+        # through Python's data_ptr().
+        storage.copy_(source)
+    storage.claimed_device = torch.device(device)
+    # At least a page, so that even an empty storage faults when read.
+    storage.no_access = NoAccessMemory(max(nbytes, 1) + 4096)
+    return storage
+
+
+def is_fake(tensor: Any) -> bool:
+    """Whether ``tensor`` is a tensor on a fake device."""
+    return isinstance(tensor, torch.Tensor) and isinstance(
+        _storage_or_none(tensor), DeviceStorage
+    )
+
+
+def _storage_or_none(tensor: torch.Tensor) -> Optional[torch.UntypedStorage]:
+    try:
+        return tensor.untyped_storage()
+    except Exception:  # noqa: B902 - tensors without a storage raise many kinds
+        # Functional, sparse and other tensors without a plain storage.
+        return None
+
+
+def _rewrap(tensor: torch.Tensor, device: str) -> torch.Tensor:
+    """``tensor`` (a plain CPU tensor) as a tensor of the same values on ``device``."""
+    storage = device_storage(tensor.untyped_storage(), device)
+    with torch.no_grad():
+        fake = torch.empty(0, dtype=tensor.dtype).set_(
+            storage, tensor.storage_offset(), tensor.size(), tensor.stride()
+        )
+    if isinstance(tensor, torch.nn.Parameter):
+        return torch.nn.Parameter(fake, requires_grad=tensor.requires_grad)
+    return fake.requires_grad_(tensor.requires_grad) if tensor.is_leaf else fake
+
+
+def on_device(tensor: torch.Tensor, device: str) -> torch.Tensor:
+    """``tensor`` moved to ``device``: a real move for ``meta``, else a fake one."""
     if device == "meta":
         moved = tensor.detach().to("meta")
-        return (
-            torch.nn.Parameter(moved, tensor.requires_grad) if is_parameter else moved
-        )
-    nbytes = tensor.untyped_storage().nbytes()
-    if nbytes > memory.nbytes:
-        raise ValueError(f"{nbytes} bytes do not fit in {memory.nbytes}")
-    cls = DeviceStorageParameter if is_parameter else DeviceStorageTensor
-    fake = torch.Tensor._make_subclass(cls, tensor.detach(), tensor.requires_grad)
-    fake.device_storage = torch._C._construct_storage_from_data_pointer(
-        memory.address, torch.device(device), nbytes
+        if isinstance(tensor, torch.nn.Parameter):
+            return torch.nn.Parameter(moved, tensor.requires_grad)
+        return moved
+    return _rewrap(tensor, device)
+
+
+def _can_rewrap(value: Any) -> bool:
+    return (
+        type(value) in (torch.Tensor, torch.nn.Parameter)
+        and value.device.type == "cpu"
+        and value.layout == torch.strided
+        and not value.is_quantized
     )
-    return fake
+
+
+class _KeepDeviceClaims(TorchFunctionMode):
+    """Gives a fake storage to every tensor derived from a fake-device tensor."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        if func is torch.Tensor.__deepcopy__:
+            # deepcopy(tensor, memo): the copy must also be the memo's entry.
+            copied = _claimed([args[0]], result)
+            if copied is not result and len(args) > 1:
+                args[1][id(args[0])] = copied
+            return copied
+        return _claimed(tree_flatten((args, kwargs))[0], result)
+
+
+def _claimed(inputs: List[Any], result: Any) -> Any:
+    """``result``, with a fake storage on each new tensor if an input has one."""
+    inputs = [x for x in inputs if isinstance(x, torch.Tensor)]
+    storages = [_storage_or_none(x) for x in inputs]
+    claims = [s.claimed_device for s in storages if isinstance(s, DeviceStorage)]
+    if not claims:
+        return result
+    device = str(claims[0])
+    shared = {s._cdata for s in storages if s is not None}
+
+    def rewrap(value: Any) -> Any:
+        if not _can_rewrap(value):
+            return value
+        storage = _storage_or_none(value)
+        if storage is None or isinstance(storage, DeviceStorage):
+            return value
+        if storage._cdata in shared:
+            # A view of an input: the same memory as before.
+            return value
+        return _rewrap(value, device)
+
+    return tree_map(rewrap, result)
+
+
+@contextlib.contextmanager
+def keep_device_claims() -> Iterator[None]:
+    """Inside, operators on fake-device tensors return fake-device tensors."""
+    with _KeepDeviceClaims():
+        yield
+
+
+def tables_on_device(tables: List[Dict[str, Any]], device: str) -> None:
+    """Moves every tensor of each name -> value table to ``device``, in place."""
+    for table in tables:
+        for name, value in list(table.items()):
+            if isinstance(value, torch.Tensor):
+                table[name] = on_device(value, device)

@@ -6,81 +6,253 @@
 
 """Built-in models, and loading a user's model from ``module:attr`` or a file.
 
-A model spec resolves to ``(module, example_inputs)``: either that tuple itself
-or a zero-argument callable returning it.
+A model spec is a built-in name, ``package.module:attr`` or
+``path/file.py[:attr]`` (attr defaults to ``model``). The attribute is one of:
+
+- a ``(module, example_inputs)`` tuple;
+- a class or object that follows ExecuTorch's ``EagerModelBase`` convention:
+  ``get_eager_model()`` and ``get_example_inputs()``, optionally
+  ``get_example_kwarg_inputs()`` and ``get_dynamic_shapes()`` (a class is
+  instantiated without arguments; the model is put in eval mode), so every
+  model under ``executorch.examples.models`` can be given as it is;
+- a zero-argument callable returning either of those.
+
+Parsing and the file check need no torch (the CLI uses them); loading does.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
+import sys
 from pathlib import Path
-from typing import Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
-import torch
+FORMS = (
+    "a (torch.nn.Module, example_inputs) tuple, an EagerModelBase-style class "
+    "or object (get_eager_model(), get_example_inputs()), or a zero-argument "
+    "callable returning one of those"
+)
 
-ModelAndInputs = Tuple[torch.nn.Module, Tuple[torch.Tensor, ...]]
+
+class ModelSpecError(ValueError):
+    """A --model value that does not lead to a model; one line, with the way out."""
 
 
-def issue_model() -> ModelAndInputs:
+@dataclasses.dataclass
+class LoadedModel:
+    module: Any  # torch.nn.Module
+    args: Tuple[Any, ...]
+    kwargs: Optional[Dict[str, Any]] = None
+    dynamic_shapes: Any = None
+
+    def to(self, device: str) -> "LoadedModel":
+        import torch
+
+        def move(value: Any) -> Any:
+            return value.to(device) if isinstance(value, torch.Tensor) else value
+
+        return LoadedModel(
+            self.module.to(device),
+            tuple(move(a) for a in self.args),
+            {k: move(v) for k, v in (self.kwargs or {}).items()} or None,
+            self.dynamic_shapes,
+        )
+
+
+def issue_model() -> Tuple[Any, Tuple[Any, ...]]:
     """The reproducer's model from ExecuTorch issue #21545."""
+    import torch
+
     model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval()
     return model, (torch.ones(2, 4),)
 
 
-class _WithBuffers(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.linear = torch.nn.Linear(4, 4)
-        self.register_buffer("scale", torch.linspace(0.5, 2.0, 4))
-        self.register_buffer("shift", torch.arange(4, dtype=torch.float32))
+def buffers_model() -> Tuple[Any, Tuple[Any, ...]]:
+    import torch
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear(x) * self.scale + self.shift
+    class WithBuffers(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 4)
+            self.register_buffer("scale", torch.linspace(0.5, 2.0, 4))
+            self.register_buffer("shift", torch.arange(4, dtype=torch.float32))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.linear(x) * self.scale + self.shift
+
+    return WithBuffers().eval(), (torch.ones(2, 4),)
 
 
-def buffers_model() -> ModelAndInputs:
-    return _WithBuffers().eval(), (torch.ones(2, 4),)
+def channels_last_conv_model() -> Tuple[Any, Tuple[Any, ...]]:
+    import torch
 
-
-def channels_last_conv_model() -> ModelAndInputs:
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU())
     model = model.eval().to(memory_format=torch.channels_last)
     return model, (torch.ones(1, 3, 8, 8).to(memory_format=torch.channels_last),)
 
 
-BUILTIN: Dict[str, Callable[[], ModelAndInputs]] = {
+def conv_batchnorm_model() -> Tuple[Any, Tuple[Any, ...]]:
+    """Conv + BatchNorm: XNNPACK fuses the two into new weights while lowering."""
+    import torch
+
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1),
+        torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(8, 4, 3),
+        torch.nn.BatchNorm2d(4),
+    ).eval()
+    return model, (torch.randn(1, 3, 12, 12),)
+
+
+BUILTIN: Dict[str, Callable[[], Any]] = {
     "issue": issue_model,
     "buffers": buffers_model,
     "channels_last_conv": channels_last_conv_model,
+    "conv_batchnorm": conv_batchnorm_model,
 }
 
 
-def load(spec: str) -> ModelAndInputs:
-    """Resolves a built-in name, ``package.module:attr`` or ``path/file.py[:attr]``."""
+def parse(spec: str) -> Tuple[str, str, str]:
+    """``(kind, target, attr)``: kind is 'builtin', 'file' or 'module'."""
     if spec in BUILTIN:
-        return BUILTIN[spec]()
+        return "builtin", spec, ""
     target, _, attr = spec.partition(":")
-    if target.endswith(".py") or Path(target).is_file():
+    if not target:
+        raise ModelSpecError(
+            f"--model {spec!r}: give 'package.module:attr' or 'path/file.py:attr'"
+        )
+    kind = "file" if target.endswith(".py") or Path(target).is_file() else "module"
+    return kind, target, attr or "model"
+
+
+def check_file(spec: str) -> None:
+    """The checks that need no import: a file spec names an existing file."""
+    kind, target, _ = parse(spec)
+    if kind == "file" and not Path(target).is_file():
+        raise ModelSpecError(
+            f"--model {spec}: no such file {Path(target).resolve()}; give the path "
+            "of a Python file, then ':' and the name of the model in it"
+        )
+
+
+def _import(spec: str, kind: str, target: str) -> Any:
+    if kind == "file":
+        check_file(spec)
         path = Path(target).resolve()
         module_spec = importlib.util.spec_from_file_location(path.stem, path)
         if module_spec is None or module_spec.loader is None:
-            raise ValueError(f"cannot load {path}")
+            raise ModelSpecError(f"--model {spec}: {path} cannot be loaded as Python")
         module = importlib.util.module_from_spec(module_spec)
-        module_spec.loader.exec_module(module)
-    else:
-        module = importlib.import_module(target)
-    value = getattr(module, attr or "model")
-    if callable(value) and not isinstance(value, torch.nn.Module):
-        value = value()
-    if not (
+        loader = module_spec.loader
+    try:
+        if kind == "file":
+            loader.exec_module(module)
+            return module
+        return importlib.import_module(target)
+    except ModuleNotFoundError as e:
+        if e.name and (target == e.name or target.startswith(e.name + ".")):
+            raise ModelSpecError(
+                f"--model {spec}: no module named '{e.name}' on the path of "
+                f"{sys.executable} (run from the folder that holds it, or give "
+                "path/file.py:attr)"
+            ) from e
+        raise ModelSpecError(
+            f"--model {spec}: importing {target} failed: {type(e).__name__}: {e} "
+            "(install what it needs in this environment)"
+        ) from e
+    except Exception as e:  # noqa: B902 - the user's module failed to import
+        raise ModelSpecError(
+            f"--model {spec}: importing {target} failed: {type(e).__name__}: "
+            f"{_first_line(e)}"
+        ) from e
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [""])[0]
+
+
+def _is_eager_model(value: Any) -> bool:
+    return callable(getattr(value, "get_eager_model", None)) and callable(
+        getattr(value, "get_example_inputs", None)
+    )
+
+
+def _from_eager_model(spec: str, value: Any) -> LoadedModel:
+    where = getattr(value, "__name__", type(value).__name__)
+    try:
+        if isinstance(value, type):
+            value = value()
+        module = value.get_eager_model()
+        args = value.get_example_inputs()
+        kwargs = (
+            value.get_example_kwarg_inputs()
+            if hasattr(value, "get_example_kwarg_inputs")
+            else None
+        )
+        shapes = (
+            value.get_dynamic_shapes() if hasattr(value, "get_dynamic_shapes") else None
+        )
+    except Exception as e:  # noqa: B902 - the user's model failed to build
+        raise ModelSpecError(
+            f"--model {spec}: building the model with {where} failed: "
+            f"{type(e).__name__}: {_first_line(e)}"
+        ) from e
+    if not isinstance(args, tuple):
+        args = (args,)
+    loaded = _checked(spec, (module, args))
+    return LoadedModel(loaded.module.eval(), loaded.args, kwargs, shapes)
+
+
+def _checked(spec: str, value: Any) -> LoadedModel:
+    import torch
+
+    if (
         isinstance(value, tuple)
         and len(value) == 2
         and isinstance(value[0], torch.nn.Module)
+        and isinstance(value[1], (tuple, list))
     ):
-        raise ValueError(
-            f"{spec} must be a (torch.nn.Module, example_inputs) tuple or a "
-            "zero-argument callable returning one"
+        return LoadedModel(value[0], tuple(value[1]))
+    if isinstance(value, torch.nn.Module):
+        problem = "a torch.nn.Module without example inputs"
+    else:
+        problem = f"a value of type {type(value).__name__}"
+    raise ModelSpecError(f"--model {spec}: got {problem}; give {FORMS}")
+
+
+def load_model(spec: str) -> LoadedModel:
+    """Resolves ``spec`` to a model, or raises ModelSpecError saying why not."""
+    kind, target, attr = parse(spec)
+    if kind == "builtin":
+        return _checked(spec, BUILTIN[target]())
+    module = _import(spec, kind, target)
+    if not hasattr(module, attr):
+        raise ModelSpecError(
+            f"--model {spec}: {target} has no attribute '{attr}'; after ':' name "
+            f"{FORMS}"
         )
-    model, inputs = value
-    return model, tuple(inputs)
+    value = getattr(module, attr)
+    if _is_eager_model(value):
+        return _from_eager_model(spec, value)
+    import torch
+
+    if callable(value) and not isinstance(value, torch.nn.Module):
+        try:
+            value = value()
+        except Exception as e:  # noqa: B902 - the user's factory failed
+            raise ModelSpecError(
+                f"--model {spec}: calling {attr}() failed: {type(e).__name__}: "
+                f"{_first_line(e)}"
+            ) from e
+        if _is_eager_model(value):
+            return _from_eager_model(spec, value)
+    return _checked(spec, value)
+
+
+def load(spec: str) -> Tuple[Any, Tuple[Any, ...]]:
+    """``(module, example_inputs)`` for ``spec``; see :func:`load_model`."""
+    model = load_model(spec)
+    return model.module, model.args

@@ -8,8 +8,18 @@
 #   /tmp/av/bin/pip install .
 #   bash scripts/apply_roundtrip.sh /tmp/av
 set -euo pipefail
+usage="usage: bash scripts/apply_roundtrip.sh VENV  (a virtual environment with ExecuTorch and this tool installed; not .venv)"
+if [ $# -ne 1 ]; then
+    echo "$usage" >&2
+    exit 2
+fi
 venv="$1"
 py="$venv/bin/python"
+if [ ! -x "$py" ] || [ ! -x "$venv/bin/executorch-device-guard" ]; then
+    echo "$venv has no bin/python or bin/executorch-device-guard" >&2
+    echo "$usage" >&2
+    exit 2
+fi
 guard="$venv/bin/executorch-device-guard"
 root=$("$py" -c 'from executorch_device_guard.installed import executorch_root; print(executorch_root())')
 hashes() { (cd "$root" && find . -type f ! -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum); }

@@ -3,11 +3,17 @@
 # project installed in it, editable. Safe to rerun.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+start=$SECONDS
+step() { echo "setup: $* ($((SECONDS - start)) s)"; }
+step "creating .venv with $(python3 --version)"
 python3 -m venv .venv
+step "updating pip"
 .venv/bin/python -m pip install --quiet --upgrade pip
+step "installing torch, ExecuTorch, pytest, flatbuffers (constraints.txt) and this project; about a minute the first time"
 .venv/bin/python -m pip install --quiet --constraint constraints.txt \
     torch executorch pytest flatbuffers --editable .
-.venv/bin/executorch-device-guard --version
-# ExecuTorch's own linters, for scripts/lint_upstream.py and its test.
+step "installing ExecuTorch's own linters into .lintvenv (scripts/lint-requirements.txt)"
 python3 -m venv .lintvenv
 .lintvenv/bin/python -m pip install --quiet --requirement scripts/lint-requirements.txt
+step "done"
+.venv/bin/executorch-device-guard --version

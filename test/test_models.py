@@ -1,0 +1,126 @@
+# Copyright (c) 2026 The executorch-device-guard authors.
+# All rights reserved.
+#
+# This source code is licensed under the BSD-style license found in the
+# LICENSE file in the root directory of this source tree.
+
+"""``--model``: every form it takes, and one clear line for every mistake."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from executorch_device_guard import models
+from executorch_device_guard.models import ModelSpecError
+
+USER_MODELS = """
+import torch
+
+
+def make():
+    return torch.nn.Linear(2, 3), (torch.ones(1, 2),)
+
+
+as_tuple = make()
+
+
+class Eager:
+    # ExecuTorch's EagerModelBase convention, without the base class.
+    def get_eager_model(self):
+        return torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout()).train()
+
+    def get_example_inputs(self):
+        return (torch.ones(1, 2),)
+
+    def get_example_kwarg_inputs(self):
+        return {"scale": 2.0}
+
+    def get_dynamic_shapes(self):
+        return {"x": None}
+
+
+eager_object = Eager()
+
+
+def make_eager():
+    return Eager()
+
+
+def broken():
+    raise RuntimeError("weights not found\\nsecond line")
+
+
+needs_missing = None
+"""
+
+
+@pytest.fixture
+def user_file(tmp_path: Path) -> Path:
+    path = tmp_path / "user_models.py"
+    path.write_text(USER_MODELS)
+    return path
+
+
+@pytest.mark.parametrize(
+    "attr", ["make", "as_tuple", "Eager", "eager_object", "make_eager"]
+)
+def test_every_form_loads(user_file: Path, attr: str) -> None:
+    model = models.load_model(f"{user_file}:{attr}")
+    assert isinstance(model.module, torch.nn.Module)
+    assert isinstance(model.args, tuple) and isinstance(model.args[0], torch.Tensor)
+    if attr != "make" and attr != "as_tuple":
+        assert model.kwargs == {"scale": 2.0}
+        assert model.dynamic_shapes == {"x": None}
+        assert (
+            not model.module.training
+        )  # put in eval mode, as ExecuTorch's examples do
+
+
+def test_executorch_example_model() -> None:
+    model = models.load_model(
+        "executorch.examples.models.mlperf_tiny.resnet8:ResNet8Model"
+    )
+    assert type(model.module).__name__ == "ResNet8"
+    assert model.args[0].shape == (1, 3, 32, 32)
+
+
+def test_builtins() -> None:
+    for name in models.BUILTIN:
+        assert isinstance(models.load_model(name).module, torch.nn.Module)
+    assert models.load("issue")[1][0].shape == (2, 4)
+
+
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        ("{dir}/missing.py:make", "no such file {dir}/missing.py; give the path"),
+        ("no_such_pkg_xyz.sub:model", "no module named 'no_such_pkg_xyz'"),
+        ("{file}:nope", "has no attribute 'nope'; after ':' name a (torch.nn.Module"),
+        ("{file}:broken", "calling broken() failed: RuntimeError: weights not found"),
+        (
+            "{file}:needs_missing",
+            "got a value of type NoneType; give a (torch.nn.Module",
+        ),
+        (":x", "give 'package.module:attr' or 'path/file.py:attr'"),
+    ],
+)
+def test_each_mistake_is_one_line(user_file: Path, spec: str, message: str) -> None:
+    spec = spec.format(dir=user_file.parent, file=user_file)
+    with pytest.raises(ModelSpecError) as error:
+        models.load_model(spec)
+    text = str(error.value)
+    assert "\n" not in text
+    assert message.format(dir=user_file.parent) in text
+    assert spec in text
+
+
+def test_a_missing_dependency_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "needs_dep.py"
+    path.write_text("import dependency_not_installed_xyz\nmodel = None\n")
+    with pytest.raises(
+        ModelSpecError,
+        match="importing .* failed: ModuleNotFoundError: "
+        "No module named 'dependency_not_installed_xyz'",
+    ):
+        models.load_model(f"{path}:model")

@@ -1,0 +1,200 @@
+# Copyright (c) 2026 The executorch-device-guard authors.
+# All rights reserved.
+#
+# This source code is licensed under the BSD-style license found in the
+# LICENSE file in the root directory of this source tree.
+
+"""``run -- COMMAND``: the patched ExecuTorch for one command, nothing installed.
+
+The script below exports a model whose weight is on a fake device. Run as it
+is, stock ExecuTorch kills it with SIGSEGV; under ``run`` it gets the patched
+files and exits 1 with the error naming the device. The installed ExecuTorch
+hashes the same before and after, and no overlay is left behind, also after
+SIGINT.
+"""
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict
+
+import pytest
+
+from conftest import REPO
+from executorch_device_guard.installed import executorch_root
+
+EXPORT_SCRIPT = """
+import os, sys, time
+import torch
+from executorch.exir import to_edge_transform_and_lower
+from torch.export import export
+from executorch_device_guard.fake_device import on_device
+
+print("overlay:", os.environ.get("EXECUTORCH_DEVICE_GUARD_OVERLAY"), flush=True)
+if "--wait" in sys.argv:
+    print("waiting", flush=True)
+    time.sleep(120)
+model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval()
+edge = to_edge_transform_and_lower(export(model, (torch.ones(2, 4),)))
+state = edge.exported_program().state_dict
+state["0.weight"] = on_device(state["0.weight"], "cuda:0")
+edge.to_executorch()
+print("exported")
+"""
+
+
+def tree_hashes(root: Path) -> Dict[str, str]:
+    """Every file of the installation but Python's bytecode caches."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+@pytest.fixture
+def tmp_env(tmp_path: Path) -> Dict[str, str]:
+    """TMPDIR of its own, so that a leftover overlay would show."""
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    return dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(tmpdir))
+
+
+def overlays_in(env: Dict[str, str]) -> list:
+    """What the tool left in TMPDIR (torch keeps caches of its own there)."""
+    return [
+        p for p in Path(env["TMPDIR"]).iterdir() if p.name.startswith("device-guard")
+    ]
+
+
+def guard(*args: str, env: Dict[str, str], **kwargs) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "executorch_device_guard", *args]
+    return subprocess.run(
+        cmd, env=env, capture_output=True, text=True, timeout=600, **kwargs
+    )
+
+
+def test_run_gives_the_patched_executorch(tmp_path: Path, tmp_env) -> None:
+    script = tmp_path / "export.py"
+    script.write_text(EXPORT_SCRIPT)
+    before = tree_hashes(executorch_root())
+
+    plain = subprocess.run(
+        [sys.executable, "-X", "faulthandler", str(script)],
+        env=tmp_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert plain.returncode == -signal.SIGSEGV, plain.stderr[-3000:]
+    assert 'emit/_emitter.py", line 460' in plain.stderr
+
+    result = guard("run", "--", sys.executable, str(script), env=tmp_env)
+    assert result.returncode == 1, result.stdout + result.stderr[-3000:]
+    assert "InternalError" in result.stderr
+    assert "'0.weight' is on device cuda:0," in result.stderr
+    assert "exported" not in result.stdout
+    overlay = Path(result.stdout.split("overlay: ", 1)[1].split()[0])
+    assert overlay.parent.parent == Path(tmp_env["TMPDIR"])
+
+    assert tree_hashes(executorch_root()) == before
+    assert overlays_in(tmp_env) == []
+
+
+def test_exit_code_is_the_commands(tmp_env) -> None:
+    code = "import sys; sys.exit(7)"
+    assert guard("run", "--", sys.executable, "-c", code, env=tmp_env).returncode == 7
+    killed = guard(
+        "run", sys.executable, "-c", "import os; os.kill(os.getpid(), 9)", env=tmp_env
+    )
+    assert killed.returncode == 128 + 9
+    missing = guard("run", "--", "no-such-command-xyz", env=tmp_env)
+    assert missing.returncode == 127
+    assert "command not found: no-such-command-xyz" in missing.stderr
+    nothing = guard("run", "--", env=tmp_env)
+    assert nothing.returncode == 2 and "give a command" in nothing.stderr
+    assert overlays_in(tmp_env) == []
+
+
+def test_sigint_removes_the_overlay(tmp_path: Path, tmp_env) -> None:
+    script = tmp_path / "export.py"
+    script.write_text(EXPORT_SCRIPT)
+    cmd = [sys.executable, "-m", "executorch_device_guard", "run", "--"]
+    cmd += [sys.executable, str(script), "--wait"]
+    # Its own session: the SIGINT goes to the tool and the command, as Ctrl-C does.
+    proc = subprocess.Popen(
+        cmd,
+        env=tmp_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        overlay = Path(first.split("overlay: ", 1)[1].strip())
+        assert (overlay / "executorch" / "exir" / "emit" / "_emitter.py").is_file()
+        assert proc.stdout.readline() == "waiting\n"
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    # Python ends on an uncaught KeyboardInterrupt by SIGINT: 128 + 2.
+    assert proc.returncode == 130, stderr
+    assert "KeyboardInterrupt" in stderr
+    assert not overlay.exists()
+    assert overlays_in(tmp_env) == []
+
+
+def test_sigint_to_the_tool_alone_reaches_the_command(tmp_env) -> None:
+    code = "import time; print('ready', flush=True); time.sleep(120)"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "executorch_device_guard",
+            "run",
+            sys.executable,
+            "-c",
+            code,
+        ],
+        env=tmp_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        start = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and time.monotonic() - start < 30
+    assert overlays_in(tmp_env) == []
+
+
+def test_refuses_an_unknown_executorch(tmp_path: Path, tmp_env) -> None:
+    """A throwaway site whose emitter is locally edited: one line, exit 2."""
+    site = tmp_path / "site" / "executorch"
+    source = executorch_root() / "exir" / "emit" / "_emitter.py"
+    (site / "exir" / "emit").mkdir(parents=True)
+    (site / "__init__.py").write_text("")
+    (site / "exir" / "emit" / "_emitter.py").write_text(
+        source.read_text().replace("spec_array_type = (", "spec_array_type = (  # edit")
+    )
+    env = dict(tmp_env, PYTHONPATH=os.pathsep.join([str(site.parent), str(REPO)]))
+    result = guard("run", "--", sys.executable, "-c", "print('ran')", env=env)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert result.stderr.startswith("executorch-device-guard: error: ")
+    assert "_emitter.py is unknown" in result.stderr
+    assert overlays_in(tmp_env) == []

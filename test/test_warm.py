@@ -1,0 +1,164 @@
+# Copyright (c) 2026 The executorch-device-guard authors.
+# All rights reserved.
+#
+# This source code is licensed under the BSD-style license found in the
+# LICENSE file in the root directory of this source tree.
+
+"""The warm runner: a child forked per run behaves as a fresh ``python`` would.
+
+The generic tests use a parent that preloads nothing heavy, so they take
+seconds; the export tests use the overlays' warm parents (torch and
+ExecuTorch imported once).
+"""
+
+import concurrent.futures
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from conftest import REPO
+from executorch_device_guard import warm
+from executorch_device_guard.runner import Emitters, EMITTERS
+
+pytestmark = pytest.mark.skipif(not warm.available(), reason="needs os.fork")
+
+SEGFAULT = "import ctypes; ctypes.string_at(0)"
+
+
+@pytest.fixture(scope="module")
+def parent(tmp_path_factory) -> Iterator[warm.WarmParent]:
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONFAULTHANDLER="1")
+    with warm.WarmParent(env, ["json"], tmp_path_factory.mktemp("warm")) as p:
+        p.wait_ready(60)
+        yield p
+
+
+def test_runs_like_python(parent: warm.WarmParent, tmp_path: Path) -> None:
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import os, sys\nprint(sys.argv[1:], os.getcwd())\nsys.exit(int(sys.argv[1]))\n"
+    )
+    result = parent.run([str(script), "3", "x"], cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (3, f"['3', 'x'] {tmp_path}\n")
+
+    result = parent.run(["-c", "import sys; print(sys.argv); raise KeyError('k')", "a"])
+    assert result.returncode == 1 and result.stdout == "['-c', 'a']\n"
+    assert result.stderr.endswith("KeyError: 'k'\n")
+    assert "warm.py" not in result.stderr  # the traceback python would print
+
+    result = parent.run(["-m", "json.tool"], cwd=tmp_path)
+    assert result.returncode == 1  # no stdin: json.tool reports an error
+    # call(): the function gets the argument list; an int it returns is the code.
+    assert parent.call("builtins:len", ["a", "b"]).returncode == 2
+
+    with pytest.raises(ValueError):
+        parent.run(["-O", "-c", "pass"])
+
+
+def test_a_segfault_kills_its_own_case_only(parent: warm.WarmParent) -> None:
+    def case(i: int) -> subprocess.CompletedProcess:
+        crash = SEGFAULT if i == 3 else ""
+        code = f"import sys, time; time.sleep(0.2); print({i}); sys.stdout.flush(); {crash}"
+        return parent.run(["-X", "faulthandler", "-c", code])
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(case, range(8)))
+    for i, result in enumerate(results):
+        assert result.stdout == f"{i}\n"
+        if i == 3:
+            assert result.returncode == -signal.SIGSEGV
+            assert "Fatal Python error: Segmentation fault" in result.stderr
+        else:
+            assert (result.returncode, result.stderr) == (0, "")
+    # The parent lives on.
+    assert parent.run(["-c", "print('still here')"]).stdout == "still here\n"
+
+
+def test_timeout_kills_the_child(parent: warm.WarmParent) -> None:
+    with pytest.raises(subprocess.TimeoutExpired):
+        parent.run(["-c", "import time; time.sleep(60)"], timeout=1)
+
+
+def test_a_parent_that_cannot_start_says_why(tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    with warm.WarmParent(env, ["no_such_module_xyz"], tmp_path) as p:
+        with pytest.raises(warm.WarmError, match="no_such_module_xyz"):
+            p.wait_ready(60)
+
+
+def test_a_threaded_parent_refuses_to_fork(tmp_path: Path) -> None:
+    (tmp_path / "starts_a_thread.py").write_text(
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]))
+    with warm.WarmParent(env, ["starts_a_thread"], tmp_path) as p:
+        with pytest.raises(
+            warm.WarmError, match="has 2 threads; forking it is not safe"
+        ):
+            p.run(["-c", "pass"])
+
+
+def test_no_thread_in_the_warm_parents(emitters: Emitters) -> None:
+    """Each overlay's parent has imported torch and ExecuTorch and is single-threaded."""
+    for emitter in EMITTERS:
+        code = (
+            "import os, sys, threading; "
+            "print(len(os.listdir('/proc/self/task')), threading.active_count(), "
+            "'torch' in sys.modules, 'executorch.exir' in sys.modules)"
+        )
+        result = emitters.fork(emitter, ["-c", code])
+        if sys.platform == "linux":
+            assert result.stdout.split() == ["1", "1", "True", "True"], result.stderr
+
+
+def test_export_crash_leaves_other_cases_intact(emitters: Emitters) -> None:
+    """Concurrent exports in one warm parent: the crashing case is the only casualty."""
+    cases = [("stock", "fake:cuda:0"), ("stock", "cpu"), ("patched", "fake:cuda:0")]
+    cases += [("stock", "fake:mps:0"), ("patched", "cpu")]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        outcomes = list(pool.map(lambda c: emitters.export(c[0], c[1]), cases))
+    by_case = dict(zip(cases, outcomes))
+    for case in (("stock", "fake:cuda:0"), ("stock", "fake:mps:0")):
+        assert by_case[case].returncode == -signal.SIGSEGV, by_case[case].stderr
+        assert 'emit/_emitter.py", line 460' in by_case[case].stderr
+    assert "is on device cuda:0," in by_case[("patched", "fake:cuda:0")].describe()
+    stock, patched = by_case[("stock", "cpu")], by_case[("patched", "cpu")]
+    assert stock.describe() == patched.describe() == "ok"
+    assert stock.result["files"] == patched.result["files"]
+
+
+def test_warm_and_fresh_children_give_the_same_cpu_bytes(emitters: Emitters) -> None:
+    """The bytes that check compares do not depend on the runner."""
+    flows = ["emit", "xnnpack", "bundled"]
+    with Emitters(REPO, warm=False) as fresh:
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            started = list(
+                pool.map(
+                    lambda flow: fresh.export(
+                        "stock", "cpu", "conv_batchnorm", flow=flow
+                    ),
+                    flows,
+                )
+            )
+    for flow, reference in zip(flows, started):
+        assert reference.describe() == "ok", reference.stderr
+        for emitter in EMITTERS:
+            forked = emitters.export(emitter, "cpu", "conv_batchnorm", flow=flow)
+            assert forked.describe() == "ok", forked.stderr
+            assert forked.result["files"] == reference.result["files"], flow
+
+
+def test_a_failed_parent_falls_back_to_fresh_interpreters(capsys) -> None:
+    with Emitters(REPO, preload=["no_such_module_xyz"]) as broken:
+        result = broken.fork("patched", ["-c", "import sys; print(sys.argv)", "a"])
+        assert (result.returncode, result.stdout) == (0, "['-c', 'a']\n")
+        assert broken.call("stock", "builtins:len", ["a", "b", "c"]).returncode == 3
+    note = capsys.readouterr().err
+    assert "the patched warm parent failed" in note and "no_such_module_xyz" in note
+    assert "using a fresh interpreter per run" in note
