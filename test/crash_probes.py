@@ -9,44 +9,25 @@
     python -X faulthandler test/crash_probes.py SITE
 
 The upstream tests stand in device memory with readable host memory, so that
-an unguarded read fails as a test. Here the data lives in no-access memory (see
-executorch_device_guard.fake_device), as a GPU's does from the host: an
-unguarded read kills the process with SIGSEGV exactly as on a real GPU, and a
-guarded one raises an error naming the device (exit code 1).
+an unguarded read fails as a test. Here the data pointer points at no-access
+memory (see executorch_device_guard.fake_device), as a GPU's does from the
+host: an unguarded read kills the process with SIGSEGV exactly as on a real
+GPU, and a guarded one raises an error naming the device (exit code 1).
 """
 
 import sys
 from typing import Callable, Dict
 
 import torch
-from executorch_device_guard.fake_device import NoAccessMemory, on_device
+from executorch_device_guard.fake_device import keep_device_claims, on_device
 from torch.export import export
 
 DEVICE = "cuda:0"
-MEMORY = NoAccessMemory(1 << 16)
-
-
-class UnreadableStorage(torch.UntypedStorage):
-    """Host memory that reports DEVICE, and whose data pointer faults on read.
-
-    A plain torch.Tensor can hold it (see on_storage), so it passes APIs that
-    take only plain tensors, such as BundledProgram.
-    """
-
-    @property
-    def device(self) -> torch.device:
-        return torch.device(DEVICE)
-
-    def data_ptr(self) -> int:
-        return MEMORY.address
 
 
 def on_storage(tensor: torch.Tensor) -> torch.Tensor:
-    storage = UnreadableStorage(tensor.untyped_storage().nbytes())
-    storage.copy_(tensor.untyped_storage())
-    return torch.empty(0, dtype=tensor.dtype).set_(
-        storage, tensor.storage_offset(), tensor.size(), tensor.stride()
-    )
+    """A plain tensor whose storage reports DEVICE and whose data faults."""
+    return on_device(tensor, DEVICE)
 
 
 def linear_relu() -> torch.nn.Module:
@@ -121,12 +102,12 @@ def bundled_expected_output() -> None:
 def _lower(partitioner: object) -> None:
     from executorch.exir import to_edge_transform_and_lower
 
-    # Before lowering, which reads the weights: a tensor subclass whose copies
-    # keep the device (see fake_device), since lowering copies the program.
+    # Before lowering, which reads the weights; lowering copies the program,
+    # and keep_device_claims() keeps the copies on the device.
     program = export(linear_relu(), (torch.ones(2, 4),))
-    weight = program.state_dict["0.weight"]
-    program.state_dict["0.weight"] = on_device(weight, DEVICE, MEMORY)
-    to_edge_transform_and_lower(program, partitioner=[partitioner])
+    program.state_dict["0.weight"] = on_storage(program.state_dict["0.weight"])
+    with keep_device_claims():
+        to_edge_transform_and_lower(program, partitioner=[partitioner])
 
 
 def xnnpack_weight() -> None:

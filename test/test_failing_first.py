@@ -108,12 +108,12 @@ def outcomes(stdout: str) -> Dict[str, str]:
 
 
 def _run_all(
-    emitters: Emitters, jobs: Dict[Tuple[str, str], list]
+    start, jobs: Dict[Tuple[str, str], list]
 ) -> Dict[Tuple[str, str], subprocess.CompletedProcess]:
-    """(emitter, what) -> the child's result, two children at a time."""
+    """(emitter, what) -> ``start(emitter, args)``, two children at a time."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         futures = {
-            key: pool.submit(emitters.run, key[0], args, cwd=REPO)
+            key: pool.submit(start, key[0], args, cwd=REPO)
             for key, args in jobs.items()
         }
         return {key: future.result() for key, future in futures.items()}
@@ -121,16 +121,17 @@ def _run_all(
 
 @pytest.fixture(scope="module")
 def runs(emitters: Emitters) -> Dict[Tuple[str, str], subprocess.CompletedProcess]:
-    """The upstream modules under plain pytest, on each overlay."""
+    """The upstream modules under plain pytest, in a fresh interpreter each."""
     args = ["-m", "pytest", "-v", "-p", "no:cacheprovider", *UPSTREAM_MODULES]
-    return _run_all(emitters, {(e, "upstream"): args for e in ("stock", "patched")})
+    jobs = {(e, "upstream"): args for e in ("stock", "patched")}
+    return _run_all(emitters.run, jobs)
 
 
 @pytest.fixture(scope="module")
 def probes(emitters: Emitters) -> Dict[Tuple[str, str], subprocess.CompletedProcess]:
-    """Each crash probe on each overlay."""
+    """Each crash probe on each overlay, forked from the overlay's warm parent."""
     return _run_all(
-        emitters,
+        emitters.fork,
         {
             (emitter, probe): ["-X", "faulthandler", "test/crash_probes.py", probe]
             for probe in CRASH_SITES
