@@ -26,6 +26,7 @@ import pytest
 
 from conftest import REPO
 from executorch_device_guard.installed import executorch_root
+from sites import make_site
 
 EXPORT_SCRIPT = """
 import os, sys, time
@@ -183,14 +184,14 @@ def test_sigint_to_the_tool_alone_reaches_the_command(tmp_env) -> None:
 
 def test_refuses_an_unknown_executorch(tmp_path: Path, tmp_env) -> None:
     """A throwaway site whose emitter is locally edited: one line, exit 2."""
-    site = tmp_path / "site" / "executorch"
-    source = executorch_root() / "exir" / "emit" / "_emitter.py"
-    (site / "exir" / "emit").mkdir(parents=True)
-    (site / "__init__.py").write_text("")
-    (site / "exir" / "emit" / "_emitter.py").write_text(
-        source.read_text().replace("spec_array_type = (", "spec_array_type = (  # edit")
+    site = make_site(tmp_path / "site")
+    emitter = site / "executorch" / "exir" / "emit" / "_emitter.py"
+    emitter.write_text(
+        emitter.read_text().replace(
+            "spec_array_type = (", "spec_array_type = (  # edit"
+        )
     )
-    env = dict(tmp_env, PYTHONPATH=os.pathsep.join([str(site.parent), str(REPO)]))
+    env = dict(tmp_env, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
     result = guard("run", "--", sys.executable, "-c", "print('ran')", env=env)
     assert result.returncode == 2
     assert result.stdout == ""
