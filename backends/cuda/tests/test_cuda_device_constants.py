@@ -4,6 +4,7 @@
 # This source code is licensed under the BSD-style license found in the
 # LICENSE file in the root directory of this source tree.
 
+import os
 import subprocess
 import sys
 import unittest
@@ -30,9 +31,11 @@ class TestCudaDeviceConstants(unittest.TestCase):
 
     def test_export_without_partitioner_raises(self):
         # In a child process: reading the weights' device memory from the host
-        # would kill the process, and the test run with it.
+        # would kill the process, and the test run with it. The child gets this
+        # process's import path, which a packaged test binary sets up itself.
         result = subprocess.run(
             [sys.executable, "-c", _EXPORT_CUDA_MODEL_WITHOUT_PARTITIONER],
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
             capture_output=True,
             text=True,
             timeout=600,
