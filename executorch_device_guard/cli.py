@@ -133,10 +133,7 @@ def _status(args: argparse.Namespace) -> int:
     root = installed.executorch_root()
     found = installed.survey(root, patched_files(data_root()))
     print(f"ExecuTorch {installed.executorch_version()} at {root}")
-    for rel, inspection in found.files.items():
-        why = f" ({inspection.reason})" if inspection.reason else ""
-        print(f"  {inspection.state.value:8} {rel}{why}")
-    for line in found.summary():
+    for line in found.file_lines() + found.summary():
         print(line)
     return 0
 
@@ -148,8 +145,7 @@ def _apply(args: argparse.Namespace) -> int:
     signals.raise_on_terminate()
     root = installed.executorch_root()
     change = installed.apply(root, patched_files(data_root()))
-    for rel in change.removed:
-        print(f"removed leftover {root / rel}")
+    _print_removals(root, change)
     for rel in change.written:
         print(f"patched {root / rel}")
     if not change.written:
@@ -166,13 +162,21 @@ def _revert(args: argparse.Namespace) -> int:
     signals.raise_on_terminate()
     root = installed.executorch_root()
     change = installed.revert(root, patched_files(data_root()))
-    for rel in change.removed:
-        print(f"removed leftover {root / rel}")
+    _print_removals(root, change)
     for rel in change.written:
         print(f"restored {root / rel}")
     if not change.written:
         print(f"nothing to revert in {root}")
     return 0
+
+
+def _print_removals(root: Path, change) -> None:
+    for rel in change.removed:
+        print(f"removed leftover {root / rel}")
+    for rel in change.stale:
+        print(f"removed stale bytecode {root / rel}")
+    for rel in change.bytecode:
+        print(f"removed bytecode {root / rel}")
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -15,7 +15,8 @@ package is read or written, whatever the files on disk say.
 
 A file is replaced atomically: a temporary file beside it, named
 ``.NAME.device-guard.HEX.tmp``, written, given the old file's mode, fsynced,
-then renamed over it. Interrupting signals wait until the rename is done (see
+then, once the module's cached bytecode is removed (see ``bytecode``),
+renamed over it. Interrupting signals wait until the rename is done (see
 ``signals``); a SIGKILL can leave the temporary file, and ``leftovers`` finds
 it for the next run to remove. Where the OS has no ``dir_fd`` support
 (Windows), paths are checked with ``lstat`` before use instead.
@@ -30,7 +31,7 @@ import re
 import secrets
 import stat
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from executorch_device_guard import faults, signals
 from executorch_device_guard.errors import GuardError
@@ -196,6 +197,14 @@ class Package:
         finally:
             os.close(fd)
 
+    def listing(self, rel: str) -> List[str]:
+        """The names in the folder ``rel``, sorted; empty if it is missing.
+
+        Raises Unsafe if it, or a folder above it, is a symbolic link.
+        """
+        folder = self._folder(_parts(rel))
+        return sorted(folder.names()) if folder is not None else []
+
     def unwritable(self, rel: str) -> Optional[str]:
         """Why the folder of ``rel`` cannot be written, or None if it can."""
         folder, _ = self._locate(rel)
@@ -207,8 +216,16 @@ class Package:
             reason = "Read-only file system"
         return f"{folder.path} ({reason})"
 
-    def replace(self, rel: str, data: bytes, expected: bytes) -> None:
-        """Atomically replaces ``rel``, which must still hold ``expected``."""
+    def replace(
+        self, rel: str, data: bytes, expected: bytes, first: Sequence[str] = ()
+    ) -> None:
+        """Atomically replaces ``rel``, which must still hold ``expected``.
+
+        The regular files ``first`` (the module's cached bytecode) are removed
+        once the new text is complete and before it takes the old one's
+        place: a process killed in between leaves the old text without them,
+        never the new text with bytecode of the old.
+        """
         if self.read(rel) != expected:
             raise GuardError(
                 f"{self.root / rel} changed while the tool was running (another "
@@ -233,6 +250,8 @@ class Package:
                 finally:
                     os.close(fd)
                 faults.step()  # the temporary file is complete
+                for stale in first:
+                    self.remove(stale)  # a step each
                 os.replace(
                     folder.at(temp),
                     folder.at(name),

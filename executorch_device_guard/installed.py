@@ -14,6 +14,9 @@ reverses exactly and applies back to the same bytes, otherwise *unknown*.
 patched file by its stock text (the strict reverse of the same hunks), one
 file at a time, atomically, under a lock (``lock``), inside the package only
 (``confined``). Neither writes anything when a file is unknown or missing.
+Just before a file's rename its cached bytecode is removed: Python would keep
+running an unchecked-hash ``.pyc`` of the old text (``bytecode``). Such stale
+bytecode of the other targets is removed too, and ``status`` flags it.
 
 An interrupted run leaves every file whole, stock or patched: ``status`` says
 which, and the next ``apply`` or ``revert`` completes, whichever was
@@ -33,7 +36,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
-from executorch_device_guard import lock
+from executorch_device_guard import bytecode, lock
 from executorch_device_guard.confined import Package, Unsafe
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.patchset import apply_all, FilePatch, PatchError
@@ -190,16 +193,76 @@ def inspect(package: Package, rel: str, patches: List[FilePatch]) -> Inspection:
 
 
 @dataclasses.dataclass(frozen=True)
+class Bytecode:
+    """A target's cached bytecode: every file, the stale ones among them (see
+    ``bytecode.is_stale``), and why an entry in their place cannot be touched."""
+
+    files: Tuple[str, ...] = ()
+    stale: Tuple[str, ...] = ()
+    unsafe: Tuple[str, ...] = ()
+
+
+def inspect_bytecode(package: Package, rel: str, source: bytes) -> Bytecode:
+    folder, pattern, legacy = bytecode.locations(rel)
+    try:
+        names = [
+            f"{folder}/{n}" for n in package.listing(folder) if pattern.fullmatch(n)
+        ]
+    except Unsafe as e:
+        return Bytecode(unsafe=(str(e),))
+    files: List[str] = []
+    stale: List[str] = []
+    unsafe: List[str] = []
+    for path in names + [legacy]:
+        try:
+            data = package.read(path)
+        except Unsafe as e:
+            unsafe.append(str(e))
+            continue
+        if data is None:
+            continue
+        files.append(path)
+        # The legacy file is only loaded when the source is missing.
+        if path != legacy and bytecode.is_stale(data, source):
+            stale.append(path)
+    return Bytecode(tuple(files), tuple(stale), tuple(unsafe))
+
+
+@dataclasses.dataclass(frozen=True)
 class Survey:
-    """What ``status`` reports: every target, leftovers, an old state file."""
+    """What ``status`` reports: every target, leftovers, an old state file,
+    cached bytecode."""
 
     root: Path
     files: Dict[str, Inspection]
     leftovers: List[str]
     legacy_state: bool
+    bytecode: Dict[str, Bytecode]
 
     def count(self, state: FileState) -> int:
         return sum(i.state is state for i in self.files.values())
+
+    def stale(self) -> List[str]:
+        return [path for b in self.bytecode.values() for path in b.stale]
+
+    def unsafe(self) -> List[str]:
+        return [why for b in self.bytecode.values() for why in b.unsafe]
+
+    def file_lines(self) -> List[str]:
+        """One line per target: its state, and why when it is unknown or
+        Python would not run it as it is."""
+        lines = []
+        for rel, inspection in self.files.items():
+            notes = [inspection.reason] if inspection.reason else []
+            found = self.bytecode.get(rel, Bytecode())
+            notes += list(found.unsafe)
+            notes += [
+                f"Python runs other code from its unchecked-hash bytecode {path}"
+                for path in found.stale
+            ]
+            why = f" ({'; '.join(notes)})" if notes else ""
+            lines.append(f"  {inspection.state.value:8} {rel}{why}")
+        return lines
 
     def summary(self) -> List[str]:
         total, patched = len(self.files), self.count(FileState.PATCHED)
@@ -227,13 +290,31 @@ class Survey:
                 f"{LEGACY_STATE} (from version 0.1.0) is ignored; the next "
                 "`apply` or `revert` removes it."
             )
+        if self.stale():
+            lines.append(
+                f"{len(self.stale())} file(s) of unchecked-hash bytecode do not "
+                "match their source, so Python runs their old code instead; the "
+                "next `apply` or `revert` removes them."
+            )
+        if self.unsafe():
+            lines.append(
+                f"{self.unsafe()[0]}: where a module's cached bytecode belongs, "
+                "so apply and revert refuse. Remove it."
+            )
         return lines
 
 
 def _survey(package: Package, targets: Dict[str, List[FilePatch]]) -> Survey:
     files = {rel: inspect(package, rel, patches) for rel, patches in targets.items()}
     legacy = package.is_file(LEGACY_STATE)
-    return Survey(package.root, files, package.leftovers(list(targets)), legacy)
+    cached = {
+        rel: inspect_bytecode(package, rel, i.data)
+        for rel, i in files.items()
+        if i.state in (FileState.STOCK, FileState.PATCHED)
+    }
+    return Survey(
+        package.root, files, package.leftovers(list(targets)), legacy, cached
+    )
 
 
 def survey(
@@ -256,10 +337,13 @@ def status(root: Path, targets: Dict[str, List[FilePatch]]) -> Dict[str, FileSta
 
 @dataclasses.dataclass(frozen=True)
 class Change:
-    """What ``apply`` or ``revert`` did: files replaced, leftovers removed."""
+    """What ``apply`` or ``revert`` did: files replaced, leftovers removed,
+    stale bytecode removed, and the replaced files' bytecode removed."""
 
     written: List[str]
     removed: List[str]
+    stale: List[str] = dataclasses.field(default_factory=list)
+    bytecode: List[str] = dataclasses.field(default_factory=list)
 
 
 def _say_waiting(root: Path) -> None:
@@ -312,9 +396,19 @@ def _change(
                 "release the series does not fit). Nothing was changed. To start "
                 f"over, reinstall ExecuTorch: {reinstall_command()}"
             )
+        if found.unsafe():
+            raise GuardError(
+                f"{found.unsafe()[0]}, where the tool would remove a module's "
+                "cached bytecode; it neither follows nor removes links. Nothing "
+                "was changed. Remove it, then run the command again."
+            )
         todo = [rel for rel, i in found.files.items() if i.state is source]
         removals = found.leftovers + ([LEGACY_STATE] if found.legacy_state else [])
-        for rel in todo + removals:
+        # A file to replace loses all its bytecode just before the rename;
+        # another loses only what Python would run although it is stale.
+        cached = {rel: list(found.bytecode[rel].files) for rel in todo}
+        stale = [p for r, b in found.bytecode.items() if r not in todo for p in b.stale]
+        for rel in todo + removals + stale + sum(cached.values(), []):
             why = package.unwritable(rel)
             if why:
                 raise GuardError(
@@ -323,11 +417,12 @@ def _change(
                     "you own."
                 )
         removed = [rel for rel in removals if package.remove(rel)]
+        gone = [rel for rel in stale if package.remove(rel)]
         written: List[str] = []
         for rel in todo:
             inspection = found.files[rel]
             try:
-                package.replace(rel, inspection.other, inspection.data)
+                package.replace(rel, inspection.other, inspection.data, cached[rel])
             except (OSError, Unsafe) as e:
                 done = len(written) + len(found.files) - len(todo)
                 verb = "patched" if source is FileState.STOCK else "stock"
@@ -338,4 +433,4 @@ def _change(
                     "`revert` to undo."
                 ) from e
             written.append(rel)
-        return Change(written, removed)
+        return Change(written, removed, gone, sum((cached[r] for r in written), []))
