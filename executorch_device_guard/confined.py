@@ -118,6 +118,18 @@ class Package:
         self._fds.clear()
         self._folders.clear()
 
+    def moved(self) -> bool:
+        """Whether ``root`` now names another folder than the one opened (a
+        pip reinstall moves the old one aside and installs a new one)."""
+        if self.fd is None:
+            return False
+        try:
+            now = os.stat(self.root, follow_symlinks=False)
+        except OSError:
+            return True
+        opened = os.fstat(self.fd)
+        return (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino)
+
     @property
     def fd(self) -> Optional[int]:
         """The root folder's descriptor (None without dir_fd support)."""

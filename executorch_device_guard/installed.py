@@ -27,6 +27,7 @@ next ``apply`` or ``revert`` and never read.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import importlib.metadata
@@ -34,7 +35,7 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 from executorch_device_guard import bytecode, lock
 from executorch_device_guard.confined import Package, Unsafe
@@ -317,6 +318,35 @@ def _survey(package: Package, targets: Dict[str, List[FilePatch]]) -> Survey:
     )
 
 
+# How many times the package folder may be replaced while a run waits for its
+# lock before the run gives up.
+_ATTEMPTS = 3
+
+
+@contextlib.contextmanager
+def _locked(
+    root: Path, waiting: Callable[[Path], None], shared: bool = False
+) -> Iterator[Package]:
+    """The package folder at ``root``, opened and locked.
+
+    The lock is taken on the folder opened, so a folder that was moved away
+    while the run waited (as a pip reinstall does) would be read or patched
+    in its new place; the run starts over on the folder now at ``root``.
+    """
+    for _ in range(_ATTEMPTS):
+        with Package(root) as package, lock.hold(
+            package.fd, root, lambda: waiting(root), shared=shared
+        ):
+            if not package.moved():
+                yield package
+                return
+    raise GuardError(
+        f"{root} was replaced by another folder {_ATTEMPTS} times while this "
+        "command waited for it (is ExecuTorch being reinstalled?). Nothing was "
+        "changed. Run the command again when that is done."
+    )
+
+
 def survey(
     root: Path,
     targets: Dict[str, List[FilePatch]],
@@ -324,10 +354,7 @@ def survey(
 ) -> Survey:
     """Reads the state of the installation, writing nothing; waits for a
     running ``apply`` or ``revert`` to finish first (a shared lock)."""
-    say = waiting or _say_waiting
-    with Package(root) as package, lock.hold(
-        package.fd, root, lambda: say(root), shared=True
-    ):
+    with _locked(root, waiting or _say_waiting, shared=True) as package:
         return _survey(package, targets)
 
 
@@ -379,9 +406,7 @@ def _change(
     source: FileState,
     waiting: Callable[[Path], None],
 ) -> Change:
-    with Package(root) as package, lock.hold(
-        package.fd, root, lambda: waiting(root)
-    ):
+    with _locked(root, waiting) as package:
         found = _survey(package, targets)
         bad = [
             i.describe(root / rel)
