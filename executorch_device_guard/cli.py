@@ -9,7 +9,8 @@
 Exit codes: 0 success; 1 ``check`` found a problem; 2 a refusal or a usage
 error (one line on stderr saying what and the way out; unless it says
 otherwise, nothing was modified); 3 ``check`` could not judge some case (an
-error of the tool, not a verdict on the patch); 128 + N when signal N
+error of the tool, not a verdict on the patch); 4 the command finished but
+its output could not be written (see ``output``); 128 + N when signal N
 interrupted it. ``run`` exits with its command's code.
 """
 
@@ -304,10 +305,21 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    from executorch_device_guard import output
+
+    with output.guarded() as stdout:
+        try:
+            args = parser().parse_args(argv)
+        except SystemExit as e:  # --help, --version, or a usage error
+            code = e.code if isinstance(e.code, int) else 2
+            return stdout.finish("this command", code)
+        return stdout.finish(args.command, _main(args))
+
+
+def _main(args: argparse.Namespace) -> int:
     from executorch_device_guard.errors import GuardError
     from executorch_device_guard.signals import Interrupted
 
-    args = parser().parse_args(argv)
     try:
         return args.func(args)
     except GuardError as e:

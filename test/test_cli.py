@@ -363,3 +363,65 @@ def test_the_wheel_requires_nothing_and_carries_the_series(tmp_path: Path) -> No
     )
     assert status.returncode == 0, status.stderr
     assert len(status.stdout.splitlines()) == 1 + len(TARGETS) + 1
+
+
+def _to(site: Path, command: str, stdout) -> subprocess.CompletedProcess:
+    """``command`` with its stdout going to ``stdout`` (a file or a pipe end)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
+    env.pop("EXECUTORCH_DEVICE_GUARD_TEST_FAULT", None)
+    return subprocess.run(
+        [sys.executable, "-m", "executorch_device_guard", command],
+        env=env,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+    )
+
+
+def _closed_pipe(site: Path, command: str) -> subprocess.CompletedProcess:
+    """As in ``command | head -0``: the reader is gone before anything is written."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return _to(site, command, write)
+    finally:
+        os.close(write)
+
+
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_a_full_stdout_after_a_change_is_not_exit_2(
+    tmp_path: Path, site: Path, command: str
+) -> None:
+    """Exit 2 says nothing was changed: not so when only the report was lost."""
+    if command == "revert":
+        assert cli(site, "apply").returncode == 0
+    before = hashes(tmp_path)
+    with open("/dev/full", "w") as full:
+        result = _to(site, command, full)
+    goal = "patched" if command == "apply" else "stock"
+    assert_only_targets_changed(tmp_path, site, before, goal)
+    assert result.returncode == 4, result.stderr
+    assert result.stderr == (
+        f"executorch-device-guard: error: {command} finished, but its output "
+        "could not be written (No space left on device); without that it would "
+        "have exited 0.\n"
+    )
+
+
+@pytest.mark.parametrize("command", ["apply", "status"])
+def test_a_reader_that_went_away_is_no_error(
+    tmp_path: Path, site: Path, command: str
+) -> None:
+    """``status | head -1``: the reader has what it wanted; no message, the
+    command's own exit code."""
+    before = hashes(tmp_path)
+    result = _closed_pipe(site, command)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert_only_targets_changed(
+        tmp_path, site, before, "patched" if command == "apply" else "stock"
+    )
+    with open("/dev/full", "w") as full:
+        result = _to(site, "status", full)
+    assert result.returncode == 4, result.stderr
+    assert "status finished, but its output could not be written" in result.stderr
