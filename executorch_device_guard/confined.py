@@ -31,7 +31,7 @@ import re
 import secrets
 import stat
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from executorch_device_guard import faults, signals
 from executorch_device_guard.errors import GuardError
@@ -48,11 +48,22 @@ _DIR_FD = (
 
 # Temporary files: ours, and those of versions up to 0.1.0 (tempfile.mkstemp
 # names; ".device_guard_probe." was their writability probe). A leftover is
-# only ever removed from a folder holding a target, and only when NAME is one
-# of the targets there.
+# only ever looked for in a folder holding a target (or the root), and only
+# when NAME is one of the targets there. 0.1.0's names are those of any
+# mkstemp file, so ``installed`` also checks what such a file holds.
 _TEMP = re.compile(r"\.(?P<name>.+)\.device-guard\.[0-9a-f]{16}\.tmp")
 _OLD_TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
 _OLD_PROBE = re.compile(r"\.device_guard_probe\.[a-z0-9_]{8}")
+
+
+class Leftover(NamedTuple):
+    """A regular file named as a temporary file of this tool (``kind``
+    'temp'), of version 0.1.0 ('old-temp', beside the target ``target``), or
+    0.1.0's writability probe ('old-probe')."""
+
+    path: str
+    kind: str
+    target: str = ""
 
 
 class Unsafe(Exception):
@@ -279,8 +290,9 @@ class Package:
                 with contextlib.suppress(OSError):
                     os.fsync(folder.fd)
 
-    def leftovers(self, rels: List[str]) -> List[str]:
-        """Temporary files this tool left beside ``rels`` (or in the root)."""
+    def leftovers(self, rels: List[str]) -> List[Leftover]:
+        """Files named as this tool's temporary files beside ``rels`` (or
+        probes in the root)."""
         targets: Dict[Tuple[str, ...], set] = {}
         for rel in rels:
             parts = _parts(rel)
@@ -295,12 +307,34 @@ class Package:
             if folder is None:
                 continue
             for entry in sorted(folder.names()):
-                match = _TEMP.fullmatch(entry) or _OLD_TEMP.fullmatch(entry)
-                if (match and match["name"] in names) or _OLD_PROBE.fullmatch(entry):
-                    st = folder.lstat(entry)
-                    if st is not None and stat.S_ISREG(st.st_mode):
-                        found.append("/".join(parts + (entry,)))
+                path = "/".join(parts + (entry,))
+                ours, old = _TEMP.fullmatch(entry), _OLD_TEMP.fullmatch(entry)
+                if ours and ours["name"] in names:
+                    leftover = Leftover(path, "temp")
+                elif old and old["name"] in names:
+                    target = "/".join(parts + (old["name"],))
+                    leftover = Leftover(path, "old-temp", target)
+                elif _OLD_PROBE.fullmatch(entry):
+                    leftover = Leftover(path, "old-probe")
+                else:
+                    continue
+                st = folder.lstat(entry)
+                if st is not None and stat.S_ISREG(st.st_mode):
+                    found.append(leftover)
         return found
+
+    def foreign(self, rel: str) -> Optional[str]:
+        """Why replacing the file ``rel`` would change its owner, or None."""
+        if not hasattr(os, "geteuid") or os.geteuid() == 0:
+            return None  # root gives the new file the old one's owner
+        folder, name = self._locate(rel)
+        st = folder.lstat(name) if folder is not None else None
+        if st is None or st.st_uid == os.geteuid():
+            return None
+        return (
+            f"{self.root / rel} belongs to another user ({_user(st.st_uid)}), "
+            f"not to you ({_user(os.geteuid())})"
+        )
 
     def is_file(self, rel: str) -> bool:
         """Whether ``rel`` is a regular file (not a link to one)."""
@@ -327,10 +361,36 @@ class Package:
         return True
 
 
+def _user(uid: int) -> str:
+    """``name, uid N``, or ``uid N`` for a user without a name."""
+    try:
+        import pwd
+
+        return f"{pwd.getpwuid(uid).pw_name}, uid {uid}"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
 def _copy_owner_and_mode(fd: int, path: str, old: os.stat_result) -> None:
-    if hasattr(os, "fchown") and os.geteuid() == 0:
-        with contextlib.suppress(OSError):
-            os.fchown(fd, old.st_uid, old.st_gid)
+    """Gives the new file the old one's owner, group and mode, or raises.
+
+    A new file belongs to whoever creates it, so the rename would otherwise
+    hand the old file to the user running the tool. Root can give it back;
+    anyone can keep a group they are in. Whatever cannot be kept is an error
+    (``foreign`` refuses the usual case before anything is written).
+    """
+    if hasattr(os, "fchown"):
+        new = os.fstat(fd)
+        uid = old.st_uid if os.geteuid() == 0 else -1
+        if (new.st_uid, new.st_gid) != (old.st_uid, old.st_gid):
+            with contextlib.suppress(OSError):
+                os.fchown(fd, uid, old.st_gid)
+            new = os.fstat(fd)
+            if (new.st_uid, new.st_gid) != (old.st_uid, old.st_gid):
+                raise OSError(
+                    errno.EPERM,
+                    f"cannot keep its owner {old.st_uid} and group {old.st_gid}",
+                )
     mode = stat.S_IMODE(old.st_mode)
     if hasattr(os, "fchmod"):
         os.fchmod(fd, mode)

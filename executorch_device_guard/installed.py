@@ -239,6 +239,7 @@ class Survey:
     leftovers: List[str]
     legacy_state: bool
     bytecode: Dict[str, Bytecode]
+    look_alikes: List[str] = dataclasses.field(default_factory=list)
 
     def count(self, state: FileState) -> int:
         return sum(i.state is state for i in self.files.values())
@@ -286,6 +287,12 @@ class Survey:
                 f"{len(self.leftovers)} temporary file(s) left by an interrupted "
                 "run; the next `apply` or `revert` removes them."
             )
+        if self.look_alikes:
+            lines.append(
+                f"{len(self.look_alikes)} file(s) named like temporary files of "
+                "version 0.1.0 hold something else, so apply and revert leave "
+                f"them alone (e.g. {self.root / self.look_alikes[0]})."
+            )
         if self.legacy_state:
             lines.append(
                 f"{LEGACY_STATE} (from version 0.1.0) is ignored; the next "
@@ -313,9 +320,43 @@ def _survey(package: Package, targets: Dict[str, List[FilePatch]]) -> Survey:
         for rel, i in files.items()
         if i.state in (FileState.STOCK, FileState.PATCHED)
     }
-    return Survey(
-        package.root, files, package.leftovers(list(targets)), legacy, cached
-    )
+    leftovers, look_alikes = _leftovers(package, files)
+    return Survey(package.root, files, leftovers, legacy, cached, look_alikes)
+
+
+def _leftovers(
+    package: Package, files: Dict[str, Inspection]
+) -> Tuple[List[str], List[str]]:
+    """Temporary files that earlier runs left, and files of other people
+    that only look like those of version 0.1.0.
+
+    0.1.0 named its temporary files as ``tempfile.mkstemp`` names any file,
+    ``.NAME.XXXXXXXX.tmp``, so a user's ``._emitter.py.20261130.tmp`` has
+    such a name too. Its file held part of the text it was writing, the
+    stock or the patched one, and its probe nothing: only such a file is
+    taken for one of them.
+    """
+    ours: List[str] = []
+    others: List[str] = []
+    for leftover in package.leftovers(list(files)):
+        if leftover.kind == "temp":
+            ours.append(leftover.path)
+            continue
+        try:
+            data = package.read(leftover.path)
+        except Unsafe:
+            continue
+        if leftover.kind == "old-probe":
+            is_ours = data == b""
+        else:
+            found = files.get(leftover.target)
+            is_ours = bool(data) and (
+                found is not None
+                and found.state in (FileState.STOCK, FileState.PATCHED)
+                and (found.data.startswith(data) or found.other.startswith(data))
+            )
+        (ours if is_ours else others).append(leftover.path)
+    return ours, others
 
 
 # How many times the package folder may be replaced while a run waits for its
@@ -428,6 +469,13 @@ def _change(
                 "was changed. Remove it, then run the command again."
             )
         todo = [rel for rel, i in found.files.items() if i.state is source]
+        for rel in todo:
+            why = package.foreign(rel)
+            if why:
+                raise GuardError(
+                    f"{why}: replacing it would make it yours. Nothing was "
+                    "changed. Run the command as that user, or as root."
+                )
         removals = found.leftovers + ([LEGACY_STATE] if found.legacy_state else [])
         # A file to replace loses all its bytecode just before the rename;
         # another loses only what Python would run although it is stale.
