@@ -425,3 +425,46 @@ def test_a_reader_that_went_away_is_no_error(
         result = _to(site, "status", full)
     assert result.returncode == 4, result.stderr
     assert "status finished, but its output could not be written" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "planted, reason",
+    [
+        ("link", "is a symbolic link"),
+        ("dangling link", "is a symbolic link"),
+        ("folder", "is a folder"),
+        ("fifo", "is not a regular file"),
+        ("hard link", None),
+    ],
+)
+def test_export_force_never_writes_through_what_is_planted(
+    tmp_path: Path, site: Path, planted: str, reason: str
+) -> None:
+    """``ln -s /tmp/precious DEST/0001-....patch; export DEST --force``."""
+    from executorch_device_guard.patchset import read_series
+
+    dest = tmp_path / "out"
+    dest.mkdir()
+    precious = tmp_path / "precious"
+    precious.write_text("keep me\n")
+    entry = dest / read_series(REPO)[0].patch_path.name
+    if planted == "link":
+        entry.symlink_to(precious)
+    elif planted == "dangling link":
+        entry.symlink_to(tmp_path / "created-through-the-link")
+    elif planted == "folder":
+        entry.mkdir()
+    elif planted == "fifo":
+        os.mkfifo(entry)
+    else:
+        os.link(precious, entry)
+    before = hashes(tmp_path)
+    result = cli(site, "export", "--author", AUTHOR, "--force", str(dest), timeout=20)
+    if reason:
+        one_line_error(result, f"{entry} {reason}", "Nothing was written")
+        assert hashes(tmp_path) == before
+    else:  # a regular file of that name is replaced, not written into
+        assert result.returncode == 0, result.stderr
+        assert precious.read_text() == "keep me\n"
+        assert "executorch-device-guard" in entry.read_text()
+    assert not list(dest.glob(".*.tmp"))
