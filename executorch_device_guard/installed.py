@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
-from executorch_device_guard import bytecode, lock
+from executorch_device_guard import bytecode, faults, lock
 from executorch_device_guard.confined import Package, Unsafe
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.patchset import apply_all, FilePatch, PatchError
@@ -447,6 +447,7 @@ def _change(
     source: FileState,
     waiting: Callable[[Path], None],
 ) -> Change:
+    faults.check()
     with _locked(root, waiting) as package:
         found = _survey(package, targets)
         bad = [

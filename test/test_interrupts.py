@@ -27,6 +27,7 @@ from sites import (
     cli,
     FAULT,
     make_site,
+    one_line_error,
     PATCHED,
     snapshot,
     STOCK,
@@ -274,3 +275,18 @@ def test_signal_right_after_a_rename(
     assert done.returncode == 0, done.stderr
     goal = "patched" if then == "apply" else "stock"
     assert_only_targets_changed(tmp_path, site, before, goal)
+
+
+@pytest.mark.parametrize(
+    "value", ["step:x:KILL", "step:1:FOO", "step:0:INT", "step:2", "delay:soon", "x"]
+)
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_a_malformed_test_fault_is_one_line(
+    tmp_path: Path, command: str, value: str
+) -> None:
+    """The test hook is read in production too: a bad value changes nothing."""
+    site = _start(tmp_path, command)
+    before = snapshot(tmp_path)
+    result = cli(site, command, env={FAULT: value})
+    one_line_error(result, f"{FAULT}={value!r} is not a test fault", "unset it")
+    assert snapshot(tmp_path) == before
