@@ -46,10 +46,10 @@ _DIR_FD = (
     and os.listdir in os.supports_fd
 )
 
-# Temporary files: ours, and those of versions up to 0.1.0 (tempfile.mkstemp
+# Temporary files: ours, and those of earlier versions (tempfile.mkstemp
 # names; ".device_guard_probe." was their writability probe). A leftover is
 # only ever looked for in a folder holding a target (or the root), and only
-# when NAME is one of the targets there. 0.1.0's names are those of any
+# when NAME is one of the targets there. Their names are those of any
 # mkstemp file, so ``installed`` also checks what such a file holds.
 _TEMP = re.compile(r"\.(?P<name>.+)\.device-guard\.[0-9a-f]{16}\.tmp")
 _OLD_TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
@@ -58,8 +58,8 @@ _OLD_PROBE = re.compile(r"\.device_guard_probe\.[a-z0-9_]{8}")
 
 class Leftover(NamedTuple):
     """A regular file named as a temporary file of this tool (``kind``
-    'temp'), of version 0.1.0 ('old-temp', beside the target ``target``), or
-    0.1.0's writability probe ('old-probe')."""
+    'temp'), of an earlier version ('old-temp', beside the target ``target``),
+    or an earlier version's writability probe ('old-probe')."""
 
     path: str
     kind: str

@@ -21,7 +21,7 @@ bytecode of the other targets is removed too, and ``status`` flags it.
 An interrupted run leaves every file whole, stock or patched: ``status`` says
 which, and the next ``apply`` or ``revert`` completes, whichever was
 interrupted. Temporary files that a SIGKILL left, and the
-``.device_guard.json`` state file of versions up to 0.1.0, are removed by the
+``.device_guard.json`` state file of earlier versions, are removed by the
 next ``apply`` or ``revert`` and never read.
 """
 
@@ -55,7 +55,7 @@ __all__ = [
     "survey",
 ]
 
-# Written by versions up to 0.1.0; never read now, only removed.
+# Written by earlier versions; never read now, only removed.
 LEGACY_STATE = ".device_guard.json"
 
 # The top-level folders of the targets: each must be imported from the root.
@@ -290,12 +290,12 @@ class Survey:
         if self.look_alikes:
             lines.append(
                 f"{len(self.look_alikes)} file(s) named like temporary files of "
-                "version 0.1.0 hold something else, so apply and revert leave "
+                "an earlier version hold something else, so apply and revert leave "
                 f"them alone (e.g. {self.root / self.look_alikes[0]})."
             )
         if self.legacy_state:
             lines.append(
-                f"{LEGACY_STATE} (from version 0.1.0) is ignored; the next "
+                f"{LEGACY_STATE} (from an earlier version) is ignored; the next "
                 "`apply` or `revert` removes it."
             )
         if self.stale():
@@ -328,13 +328,13 @@ def _leftovers(
     package: Package, files: Dict[str, Inspection]
 ) -> Tuple[List[str], List[str]]:
     """Temporary files that earlier runs left, and files of other people
-    that only look like those of version 0.1.0.
+    that only look like those of an earlier version.
 
-    0.1.0 named its temporary files as ``tempfile.mkstemp`` names any file,
-    ``.NAME.XXXXXXXX.tmp``, so a user's ``._emitter.py.20261130.tmp`` has
-    such a name too. Its file held part of the text it was writing, the
-    stock or the patched one, and its probe nothing: only such a file is
-    taken for one of them.
+    Earlier versions named their temporary files as ``tempfile.mkstemp``
+    names any file, ``.NAME.XXXXXXXX.tmp``, so a user's
+    ``._emitter.py.20261130.tmp`` has such a name too. Such a file held part
+    of the text being written, the stock or the patched one, and a probe
+    nothing: only a file like that is taken for one of theirs.
     """
     ours: List[str] = []
     others: List[str] = []

@@ -190,8 +190,8 @@ def test_leftovers_of_version_0_1_0_are_removed(tmp_path: Path) -> None:
         status.stdout
     )
     assert (
-        "4 file(s) named like temporary files of version 0.1.0 hold something "
-        "else, so apply and revert leave them alone (e.g. "
+        "4 file(s) named like temporary files of an earlier version hold "
+        "something else, so apply and revert leave them alone (e.g. "
         f"{emitter.parent / '._emitter.py.2026_11_.tmp'}).\n"
     ) in status.stdout, status.stdout
     result = cli(site, "apply")
