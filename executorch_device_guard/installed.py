@@ -40,7 +40,12 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 from executorch_device_guard import bytecode, faults, lock
 from executorch_device_guard.confined import Package, Unsafe
 from executorch_device_guard.errors import GuardError
-from executorch_device_guard.patchset import apply_all, FilePatch, PatchError
+from executorch_device_guard.patchset import (
+    apply_all,
+    FilePatch,
+    missing_hunks,
+    PatchError,
+)
 
 __all__ = [
     "FileState",
@@ -143,7 +148,27 @@ def _classify(text: str, patches: List[FilePatch]) -> Tuple[FileState, str, str]
         return FileState.STOCK, forward, ""
     if backward is not None and attempt(backward, False) == text:
         return FileState.PATCHED, backward, ""
-    return FileState.UNKNOWN, "", ""
+    return FileState.UNKNOWN, "", _why_unknown(text, patches)
+
+
+def _why_unknown(text: str, patches: List[FilePatch]) -> str:
+    """Which text a file that is neither stock nor patched is closest to,
+    and where it departs from it."""
+    crlf = "\r\n" in text
+    if crlf:
+        state, _, _ = _classify(text.replace("\r\n", "\n"), patches)
+        if state in (FileState.STOCK, FileState.PATCHED):
+            return f"its line endings are CRLF; with LF it is the {state.value} text"
+    stock, patched = missing_hunks(patches, text), missing_hunks(patches, text, True)
+    reverse = len(patched) < len(stock)
+    closest, missing = ("patched", patched) if reverse else ("stock", stock)
+    why = f"edited: differs from the {closest} text"
+    if missing:
+        number, hunk = missing[0]
+        start = hunk.new_start if reverse else hunk.old_start
+        size = len(hunk.new_lines if reverse else hunk.old_lines)
+        why += f" in lines {start}-{start + size - 1} (hunk {number})"
+    return why + ("; its line endings are CRLF" if crlf else "")
 
 
 def classify(

@@ -468,3 +468,42 @@ def test_export_force_never_writes_through_what_is_planted(
         assert precious.read_text() == "keep me\n"
         assert "executorch-device-guard" in entry.read_text()
     assert not list(dest.glob(".*.tmp"))
+
+
+def _edited(text: bytes) -> bytes:
+    """A local edit inside the emitter's hunk (stock or patched alike)."""
+    return text.replace(
+        b"            spec_array_type = (",
+        b"            # local edit\n            spec_array_type = (",
+    )
+
+
+@pytest.mark.parametrize(
+    "make, reason",
+    [
+        (
+            lambda: STOCK[EMITTER].replace(b"\n", b"\r\n"),
+            "its line endings are CRLF; with LF it is the stock text",
+        ),
+        (
+            lambda: PATCHED[EMITTER].replace(b"\n", b"\r\n"),
+            "its line endings are CRLF; with LF it is the patched text",
+        ),
+        (
+            lambda: _edited(STOCK[EMITTER]),
+            "edited: differs from the stock text in lines 452-457 (hunk 2)",
+        ),
+        (
+            lambda: _edited(PATCHED[EMITTER]),
+            "edited: differs from the patched text in lines 455-481 (hunk 2)",
+        ),
+    ],
+    ids=["crlf-stock", "crlf-patched", "edited-stock", "edited-patched"],
+)
+def test_unknown_says_why(tmp_path: Path, site: Path, make, reason: str) -> None:
+    (site / "executorch" / EMITTER).write_bytes(make())
+    before = hashes(tmp_path)
+    status = cli(site, "status").stdout
+    assert f"  unknown  {EMITTER} ({reason}" in status, status
+    one_line_error(cli(site, "apply"), f"{EMITTER} is unknown ({reason}")
+    assert hashes(tmp_path) == before
