@@ -9,7 +9,8 @@
 Exit codes: 0 success; 1 ``check`` found a problem; 2 a refusal or a usage
 error (one line on stderr saying what and the way out; unless it says
 otherwise, nothing was modified); 3 ``check`` could not judge some case (an
-error of the tool, not a verdict on the patch); 128 + N when signal N
+error of the tool, not a verdict on the patch); 4 the command finished but
+its output could not be written (see ``output``); 128 + N when signal N
 interrupted it. ``run`` exits with its command's code.
 """
 
@@ -133,10 +134,7 @@ def _status(args: argparse.Namespace) -> int:
     root = installed.executorch_root()
     found = installed.survey(root, patched_files(data_root()))
     print(f"ExecuTorch {installed.executorch_version()} at {root}")
-    for rel, inspection in found.files.items():
-        why = f" ({inspection.reason})" if inspection.reason else ""
-        print(f"  {inspection.state.value:8} {rel}{why}")
-    for line in found.summary():
+    for line in found.file_lines() + found.summary():
         print(line)
     return 0
 
@@ -148,8 +146,7 @@ def _apply(args: argparse.Namespace) -> int:
     signals.raise_on_terminate()
     root = installed.executorch_root()
     change = installed.apply(root, patched_files(data_root()))
-    for rel in change.removed:
-        print(f"removed leftover {root / rel}")
+    _print_removals(root, change)
     for rel in change.written:
         print(f"patched {root / rel}")
     if not change.written:
@@ -166,13 +163,21 @@ def _revert(args: argparse.Namespace) -> int:
     signals.raise_on_terminate()
     root = installed.executorch_root()
     change = installed.revert(root, patched_files(data_root()))
-    for rel in change.removed:
-        print(f"removed leftover {root / rel}")
+    _print_removals(root, change)
     for rel in change.written:
         print(f"restored {root / rel}")
     if not change.written:
         print(f"nothing to revert in {root}")
     return 0
+
+
+def _print_removals(root: Path, change) -> None:
+    for rel in change.removed:
+        print(f"removed leftover {root / rel}")
+    for rel in change.stale:
+        print(f"removed stale bytecode {root / rel}")
+    for rel in change.bytecode:
+        print(f"removed bytecode {root / rel}")
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -300,10 +305,21 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    from executorch_device_guard import output
+
+    with output.guarded() as stdout:
+        try:
+            args = parser().parse_args(argv)
+        except SystemExit as e:  # --help, --version, or a usage error
+            code = e.code if isinstance(e.code, int) else 2
+            return stdout.finish("this command", code)
+        return stdout.finish(args.command, _main(args))
+
+
+def _main(args: argparse.Namespace) -> int:
     from executorch_device_guard.errors import GuardError
     from executorch_device_guard.signals import Interrupted
 
-    args = parser().parse_args(argv)
     try:
         return args.func(args)
     except GuardError as e:

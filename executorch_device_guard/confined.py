@@ -15,7 +15,8 @@ package is read or written, whatever the files on disk say.
 
 A file is replaced atomically: a temporary file beside it, named
 ``.NAME.device-guard.HEX.tmp``, written, given the old file's mode, fsynced,
-then renamed over it. Interrupting signals wait until the rename is done (see
+then, once the module's cached bytecode is removed (see ``bytecode``),
+renamed over it. Interrupting signals wait until the rename is done (see
 ``signals``); a SIGKILL can leave the temporary file, and ``leftovers`` finds
 it for the next run to remove. Where the OS has no ``dir_fd`` support
 (Windows), paths are checked with ``lstat`` before use instead.
@@ -30,7 +31,7 @@ import re
 import secrets
 import stat
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from executorch_device_guard import faults, signals
 from executorch_device_guard.errors import GuardError
@@ -45,13 +46,24 @@ _DIR_FD = (
     and os.listdir in os.supports_fd
 )
 
-# Temporary files: ours, and those of versions up to 0.1.0 (tempfile.mkstemp
+# Temporary files: ours, and those of earlier versions (tempfile.mkstemp
 # names; ".device_guard_probe." was their writability probe). A leftover is
-# only ever removed from a folder holding a target, and only when NAME is one
-# of the targets there.
+# only ever looked for in a folder holding a target (or the root), and only
+# when NAME is one of the targets there. Their names are those of any
+# mkstemp file, so ``installed`` also checks what such a file holds.
 _TEMP = re.compile(r"\.(?P<name>.+)\.device-guard\.[0-9a-f]{16}\.tmp")
 _OLD_TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
 _OLD_PROBE = re.compile(r"\.device_guard_probe\.[a-z0-9_]{8}")
+
+
+class Leftover(NamedTuple):
+    """A regular file named as a temporary file of this tool (``kind``
+    'temp'), of an earlier version ('old-temp', beside the target ``target``),
+    or an earlier version's writability probe ('old-probe')."""
+
+    path: str
+    kind: str
+    target: str = ""
 
 
 class Unsafe(Exception):
@@ -116,6 +128,18 @@ class Package:
             os.close(fd)
         self._fds.clear()
         self._folders.clear()
+
+    def moved(self) -> bool:
+        """Whether ``root`` now names another folder than the one opened (a
+        pip reinstall moves the old one aside and installs a new one)."""
+        if self.fd is None:
+            return False
+        try:
+            now = os.stat(self.root, follow_symlinks=False)
+        except OSError:
+            return True
+        opened = os.fstat(self.fd)
+        return (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino)
 
     @property
     def fd(self) -> Optional[int]:
@@ -196,6 +220,14 @@ class Package:
         finally:
             os.close(fd)
 
+    def listing(self, rel: str) -> List[str]:
+        """The names in the folder ``rel``, sorted; empty if it is missing.
+
+        Raises Unsafe if it, or a folder above it, is a symbolic link.
+        """
+        folder = self._folder(_parts(rel))
+        return sorted(folder.names()) if folder is not None else []
+
     def unwritable(self, rel: str) -> Optional[str]:
         """Why the folder of ``rel`` cannot be written, or None if it can."""
         folder, _ = self._locate(rel)
@@ -207,8 +239,16 @@ class Package:
             reason = "Read-only file system"
         return f"{folder.path} ({reason})"
 
-    def replace(self, rel: str, data: bytes, expected: bytes) -> None:
-        """Atomically replaces ``rel``, which must still hold ``expected``."""
+    def replace(
+        self, rel: str, data: bytes, expected: bytes, first: Sequence[str] = ()
+    ) -> None:
+        """Atomically replaces ``rel``, which must still hold ``expected``.
+
+        The regular files ``first`` (the module's cached bytecode) are removed
+        once the new text is complete and before it takes the old one's
+        place: a process killed in between leaves the old text without them,
+        never the new text with bytecode of the old.
+        """
         if self.read(rel) != expected:
             raise GuardError(
                 f"{self.root / rel} changed while the tool was running (another "
@@ -233,6 +273,8 @@ class Package:
                 finally:
                     os.close(fd)
                 faults.step()  # the temporary file is complete
+                for stale in first:
+                    self.remove(stale)  # a step each
                 os.replace(
                     folder.at(temp),
                     folder.at(name),
@@ -248,8 +290,9 @@ class Package:
                 with contextlib.suppress(OSError):
                     os.fsync(folder.fd)
 
-    def leftovers(self, rels: List[str]) -> List[str]:
-        """Temporary files this tool left beside ``rels`` (or in the root)."""
+    def leftovers(self, rels: List[str]) -> List[Leftover]:
+        """Files named as this tool's temporary files beside ``rels`` (or
+        probes in the root)."""
         targets: Dict[Tuple[str, ...], set] = {}
         for rel in rels:
             parts = _parts(rel)
@@ -264,12 +307,34 @@ class Package:
             if folder is None:
                 continue
             for entry in sorted(folder.names()):
-                match = _TEMP.fullmatch(entry) or _OLD_TEMP.fullmatch(entry)
-                if (match and match["name"] in names) or _OLD_PROBE.fullmatch(entry):
-                    st = folder.lstat(entry)
-                    if st is not None and stat.S_ISREG(st.st_mode):
-                        found.append("/".join(parts + (entry,)))
+                path = "/".join(parts + (entry,))
+                ours, old = _TEMP.fullmatch(entry), _OLD_TEMP.fullmatch(entry)
+                if ours and ours["name"] in names:
+                    leftover = Leftover(path, "temp")
+                elif old and old["name"] in names:
+                    target = "/".join(parts + (old["name"],))
+                    leftover = Leftover(path, "old-temp", target)
+                elif _OLD_PROBE.fullmatch(entry):
+                    leftover = Leftover(path, "old-probe")
+                else:
+                    continue
+                st = folder.lstat(entry)
+                if st is not None and stat.S_ISREG(st.st_mode):
+                    found.append(leftover)
         return found
+
+    def foreign(self, rel: str) -> Optional[str]:
+        """Why replacing the file ``rel`` would change its owner, or None."""
+        if not hasattr(os, "geteuid") or os.geteuid() == 0:
+            return None  # root gives the new file the old one's owner
+        folder, name = self._locate(rel)
+        st = folder.lstat(name) if folder is not None else None
+        if st is None or st.st_uid == os.geteuid():
+            return None
+        return (
+            f"{self.root / rel} belongs to another user ({_user(st.st_uid)}), "
+            f"not to you ({_user(os.geteuid())})"
+        )
 
     def is_file(self, rel: str) -> bool:
         """Whether ``rel`` is a regular file (not a link to one)."""
@@ -296,10 +361,36 @@ class Package:
         return True
 
 
+def _user(uid: int) -> str:
+    """``name, uid N``, or ``uid N`` for a user without a name."""
+    try:
+        import pwd
+
+        return f"{pwd.getpwuid(uid).pw_name}, uid {uid}"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
 def _copy_owner_and_mode(fd: int, path: str, old: os.stat_result) -> None:
-    if hasattr(os, "fchown") and os.geteuid() == 0:
-        with contextlib.suppress(OSError):
-            os.fchown(fd, old.st_uid, old.st_gid)
+    """Gives the new file the old one's owner, group and mode, or raises.
+
+    A new file belongs to whoever creates it, so the rename would otherwise
+    hand the old file to the user running the tool. Root can give it back;
+    anyone can keep a group they are in. Whatever cannot be kept is an error
+    (``foreign`` refuses the usual case before anything is written).
+    """
+    if hasattr(os, "fchown"):
+        new = os.fstat(fd)
+        uid = old.st_uid if os.geteuid() == 0 else -1
+        if (new.st_uid, new.st_gid) != (old.st_uid, old.st_gid):
+            with contextlib.suppress(OSError):
+                os.fchown(fd, uid, old.st_gid)
+            new = os.fstat(fd)
+            if (new.st_uid, new.st_gid) != (old.st_uid, old.st_gid):
+                raise OSError(
+                    errno.EPERM,
+                    f"cannot keep its owner {old.st_uid} and group {old.st_gid}",
+                )
     mode = stat.S_IMODE(old.st_mode)
     if hasattr(os, "fchmod"):
         os.fchmod(fd, mode)

@@ -14,16 +14,20 @@ reverses exactly and applies back to the same bytes, otherwise *unknown*.
 patched file by its stock text (the strict reverse of the same hunks), one
 file at a time, atomically, under a lock (``lock``), inside the package only
 (``confined``). Neither writes anything when a file is unknown or missing.
+Just before a file's rename its cached bytecode is removed: Python would keep
+running an unchecked-hash ``.pyc`` of the old text (``bytecode``). Such stale
+bytecode of the other targets is removed too, and ``status`` flags it.
 
 An interrupted run leaves every file whole, stock or patched: ``status`` says
 which, and the next ``apply`` or ``revert`` completes, whichever was
 interrupted. Temporary files that a SIGKILL left, and the
-``.device_guard.json`` state file of versions up to 0.1.0, are removed by the
+``.device_guard.json`` state file of earlier versions, are removed by the
 next ``apply`` or ``revert`` and never read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import importlib.metadata
@@ -31,12 +35,17 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
-from executorch_device_guard import lock
+from executorch_device_guard import bytecode, faults, lock
 from executorch_device_guard.confined import Package, Unsafe
 from executorch_device_guard.errors import GuardError
-from executorch_device_guard.patchset import apply_all, FilePatch, PatchError
+from executorch_device_guard.patchset import (
+    apply_all,
+    FilePatch,
+    missing_hunks,
+    PatchError,
+)
 
 __all__ = [
     "FileState",
@@ -51,7 +60,7 @@ __all__ = [
     "survey",
 ]
 
-# Written by versions up to 0.1.0; never read now, only removed.
+# Written by earlier versions; never read now, only removed.
 LEGACY_STATE = ".device_guard.json"
 
 # The top-level folders of the targets: each must be imported from the root.
@@ -139,7 +148,27 @@ def _classify(text: str, patches: List[FilePatch]) -> Tuple[FileState, str, str]
         return FileState.STOCK, forward, ""
     if backward is not None and attempt(backward, False) == text:
         return FileState.PATCHED, backward, ""
-    return FileState.UNKNOWN, "", ""
+    return FileState.UNKNOWN, "", _why_unknown(text, patches)
+
+
+def _why_unknown(text: str, patches: List[FilePatch]) -> str:
+    """Which text a file that is neither stock nor patched is closest to,
+    and where it departs from it."""
+    crlf = "\r\n" in text
+    if crlf:
+        state, _, _ = _classify(text.replace("\r\n", "\n"), patches)
+        if state in (FileState.STOCK, FileState.PATCHED):
+            return f"its line endings are CRLF; with LF it is the {state.value} text"
+    stock, patched = missing_hunks(patches, text), missing_hunks(patches, text, True)
+    reverse = len(patched) < len(stock)
+    closest, missing = ("patched", patched) if reverse else ("stock", stock)
+    why = f"edited: differs from the {closest} text"
+    if missing:
+        number, hunk = missing[0]
+        start = hunk.new_start if reverse else hunk.old_start
+        size = len(hunk.new_lines if reverse else hunk.old_lines)
+        why += f" in lines {start}-{start + size - 1} (hunk {number})"
+    return why + ("; its line endings are CRLF" if crlf else "")
 
 
 def classify(
@@ -190,16 +219,77 @@ def inspect(package: Package, rel: str, patches: List[FilePatch]) -> Inspection:
 
 
 @dataclasses.dataclass(frozen=True)
+class Bytecode:
+    """A target's cached bytecode: every file, the stale ones among them (see
+    ``bytecode.is_stale``), and why an entry in their place cannot be touched."""
+
+    files: Tuple[str, ...] = ()
+    stale: Tuple[str, ...] = ()
+    unsafe: Tuple[str, ...] = ()
+
+
+def inspect_bytecode(package: Package, rel: str, source: bytes) -> Bytecode:
+    folder, pattern, legacy = bytecode.locations(rel)
+    try:
+        names = [
+            f"{folder}/{n}" for n in package.listing(folder) if pattern.fullmatch(n)
+        ]
+    except Unsafe as e:
+        return Bytecode(unsafe=(str(e),))
+    files: List[str] = []
+    stale: List[str] = []
+    unsafe: List[str] = []
+    for path in names + [legacy]:
+        try:
+            data = package.read(path)
+        except Unsafe as e:
+            unsafe.append(str(e))
+            continue
+        if data is None:
+            continue
+        files.append(path)
+        # The legacy file is only loaded when the source is missing.
+        if path != legacy and bytecode.is_stale(data, source):
+            stale.append(path)
+    return Bytecode(tuple(files), tuple(stale), tuple(unsafe))
+
+
+@dataclasses.dataclass(frozen=True)
 class Survey:
-    """What ``status`` reports: every target, leftovers, an old state file."""
+    """What ``status`` reports: every target, leftovers, an old state file,
+    cached bytecode."""
 
     root: Path
     files: Dict[str, Inspection]
     leftovers: List[str]
     legacy_state: bool
+    bytecode: Dict[str, Bytecode]
+    look_alikes: List[str] = dataclasses.field(default_factory=list)
 
     def count(self, state: FileState) -> int:
         return sum(i.state is state for i in self.files.values())
+
+    def stale(self) -> List[str]:
+        return [path for b in self.bytecode.values() for path in b.stale]
+
+    def unsafe(self) -> List[str]:
+        return [why for b in self.bytecode.values() for why in b.unsafe]
+
+    def file_lines(self) -> List[str]:
+        """One line per target: its state, and why when it is unknown or
+        Python would not run it as it is."""
+        lines = []
+        for rel, inspection in self.files.items():
+            notes = [inspection.reason] if inspection.reason else []
+            found = self.bytecode.get(rel, Bytecode())
+            notes += list(found.unsafe)
+            notes += [
+                f"Python runs other code from its unchecked-hash bytecode {path}"
+                for path in found.stale
+            ]
+            why = f" ({'; '.join(notes)})" if notes else ""
+            lines.append(f"  {inspection.state.value:8} {rel}{why}")
+        return lines
 
     def summary(self) -> List[str]:
         total, patched = len(self.files), self.count(FileState.PATCHED)
@@ -222,10 +312,27 @@ class Survey:
                 f"{len(self.leftovers)} temporary file(s) left by an interrupted "
                 "run; the next `apply` or `revert` removes them."
             )
+        if self.look_alikes:
+            lines.append(
+                f"{len(self.look_alikes)} file(s) named like temporary files of "
+                "an earlier version hold something else, so apply and revert leave "
+                f"them alone (e.g. {self.root / self.look_alikes[0]})."
+            )
         if self.legacy_state:
             lines.append(
-                f"{LEGACY_STATE} (from version 0.1.0) is ignored; the next "
+                f"{LEGACY_STATE} (from an earlier version) is ignored; the next "
                 "`apply` or `revert` removes it."
+            )
+        if self.stale():
+            lines.append(
+                f"{len(self.stale())} file(s) of unchecked-hash bytecode do not "
+                "match their source, so Python runs their old code instead; the "
+                "next `apply` or `revert` removes them."
+            )
+        if self.unsafe():
+            lines.append(
+                f"{self.unsafe()[0]}: where a module's cached bytecode belongs, "
+                "so apply and revert refuse. Remove it."
             )
         return lines
 
@@ -233,7 +340,77 @@ class Survey:
 def _survey(package: Package, targets: Dict[str, List[FilePatch]]) -> Survey:
     files = {rel: inspect(package, rel, patches) for rel, patches in targets.items()}
     legacy = package.is_file(LEGACY_STATE)
-    return Survey(package.root, files, package.leftovers(list(targets)), legacy)
+    cached = {
+        rel: inspect_bytecode(package, rel, i.data)
+        for rel, i in files.items()
+        if i.state in (FileState.STOCK, FileState.PATCHED)
+    }
+    leftovers, look_alikes = _leftovers(package, files)
+    return Survey(package.root, files, leftovers, legacy, cached, look_alikes)
+
+
+def _leftovers(
+    package: Package, files: Dict[str, Inspection]
+) -> Tuple[List[str], List[str]]:
+    """Temporary files that earlier runs left, and files of other people
+    that only look like those of an earlier version.
+
+    Earlier versions named their temporary files as ``tempfile.mkstemp``
+    names any file, ``.NAME.XXXXXXXX.tmp``, so a user's
+    ``._emitter.py.20261130.tmp`` has such a name too. Such a file held part
+    of the text being written, the stock or the patched one, and a probe
+    nothing: only a file like that is taken for one of theirs.
+    """
+    ours: List[str] = []
+    others: List[str] = []
+    for leftover in package.leftovers(list(files)):
+        if leftover.kind == "temp":
+            ours.append(leftover.path)
+            continue
+        try:
+            data = package.read(leftover.path)
+        except Unsafe:
+            continue
+        if leftover.kind == "old-probe":
+            is_ours = data == b""
+        else:
+            found = files.get(leftover.target)
+            is_ours = bool(data) and (
+                found is not None
+                and found.state in (FileState.STOCK, FileState.PATCHED)
+                and (found.data.startswith(data) or found.other.startswith(data))
+            )
+        (ours if is_ours else others).append(leftover.path)
+    return ours, others
+
+
+# How many times the package folder may be replaced while a run waits for its
+# lock before the run gives up.
+_ATTEMPTS = 3
+
+
+@contextlib.contextmanager
+def _locked(
+    root: Path, waiting: Callable[[Path], None], shared: bool = False
+) -> Iterator[Package]:
+    """The package folder at ``root``, opened and locked.
+
+    The lock is taken on the folder opened, so a folder that was moved away
+    while the run waited (as a pip reinstall does) would be read or patched
+    in its new place; the run starts over on the folder now at ``root``.
+    """
+    for _ in range(_ATTEMPTS):
+        with Package(root) as package, lock.hold(
+            package.fd, root, lambda: waiting(root), shared=shared
+        ):
+            if not package.moved():
+                yield package
+                return
+    raise GuardError(
+        f"{root} was replaced by another folder {_ATTEMPTS} times while this "
+        "command waited for it (is ExecuTorch being reinstalled?). Nothing was "
+        "changed. Run the command again when that is done."
+    )
 
 
 def survey(
@@ -243,10 +420,7 @@ def survey(
 ) -> Survey:
     """Reads the state of the installation, writing nothing; waits for a
     running ``apply`` or ``revert`` to finish first (a shared lock)."""
-    say = waiting or _say_waiting
-    with Package(root) as package, lock.hold(
-        package.fd, root, lambda: say(root), shared=True
-    ):
+    with _locked(root, waiting or _say_waiting, shared=True) as package:
         return _survey(package, targets)
 
 
@@ -256,10 +430,13 @@ def status(root: Path, targets: Dict[str, List[FilePatch]]) -> Dict[str, FileSta
 
 @dataclasses.dataclass(frozen=True)
 class Change:
-    """What ``apply`` or ``revert`` did: files replaced, leftovers removed."""
+    """What ``apply`` or ``revert`` did: files replaced, leftovers removed,
+    stale bytecode removed, and the replaced files' bytecode removed."""
 
     written: List[str]
     removed: List[str]
+    stale: List[str] = dataclasses.field(default_factory=list)
+    bytecode: List[str] = dataclasses.field(default_factory=list)
 
 
 def _say_waiting(root: Path) -> None:
@@ -295,9 +472,8 @@ def _change(
     source: FileState,
     waiting: Callable[[Path], None],
 ) -> Change:
-    with Package(root) as package, lock.hold(
-        package.fd, root, lambda: waiting(root)
-    ):
+    faults.check()
+    with _locked(root, waiting) as package:
         found = _survey(package, targets)
         bad = [
             i.describe(root / rel)
@@ -312,9 +488,26 @@ def _change(
                 "release the series does not fit). Nothing was changed. To start "
                 f"over, reinstall ExecuTorch: {reinstall_command()}"
             )
+        if found.unsafe():
+            raise GuardError(
+                f"{found.unsafe()[0]}, where the tool would remove a module's "
+                "cached bytecode; it neither follows nor removes links. Nothing "
+                "was changed. Remove it, then run the command again."
+            )
         todo = [rel for rel, i in found.files.items() if i.state is source]
+        for rel in todo:
+            why = package.foreign(rel)
+            if why:
+                raise GuardError(
+                    f"{why}: replacing it would make it yours. Nothing was "
+                    "changed. Run the command as that user, or as root."
+                )
         removals = found.leftovers + ([LEGACY_STATE] if found.legacy_state else [])
-        for rel in todo + removals:
+        # A file to replace loses all its bytecode just before the rename;
+        # another loses only what Python would run although it is stale.
+        cached = {rel: list(found.bytecode[rel].files) for rel in todo}
+        stale = [p for r, b in found.bytecode.items() if r not in todo for p in b.stale]
+        for rel in todo + removals + stale + sum(cached.values(), []):
             why = package.unwritable(rel)
             if why:
                 raise GuardError(
@@ -323,11 +516,12 @@ def _change(
                     "you own."
                 )
         removed = [rel for rel in removals if package.remove(rel)]
+        gone = [rel for rel in stale if package.remove(rel)]
         written: List[str] = []
         for rel in todo:
             inspection = found.files[rel]
             try:
-                package.replace(rel, inspection.other, inspection.data)
+                package.replace(rel, inspection.other, inspection.data, cached[rel])
             except (OSError, Unsafe) as e:
                 done = len(written) + len(found.files) - len(todo)
                 verb = "patched" if source is FileState.STOCK else "stock"
@@ -338,4 +532,4 @@ def _change(
                     "`revert` to undo."
                 ) from e
             written.append(rel)
-        return Change(written, removed)
+        return Change(written, removed, gone, sum((cached[r] for r in written), []))

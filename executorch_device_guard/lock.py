@@ -9,7 +9,9 @@
 On POSIX the lock is ``flock`` on the package folder's own descriptor: no
 lock file exists, so nothing is left behind after a crash or after ``pip
 uninstall executorch``, and the kernel drops the lock when the process dies,
-even by SIGKILL. Where there is no ``fcntl`` (Windows), it is a ``msvcrt``
+even by SIGKILL. Because the lock belongs to the folder opened, not to its
+path, ``installed`` checks once it holds the lock that the folder is still
+the one at that path. Where there is no ``fcntl`` (Windows), it is a ``msvcrt``
 byte-range lock far past the end of a file directly in the package folder,
 which the tool never replaces (its targets are all in subfolders); that
 likewise writes nothing. The Windows path is untested.

@@ -33,6 +33,7 @@ class Hunk:
     old_start: int
     old_lines: Tuple[str, ...]
     new_lines: Tuple[str, ...]
+    new_start: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,7 +114,9 @@ def parse_diff(diff: str) -> List[FilePatch]:
                     for side in sides:
                         side[-1] = side[-1].rstrip("\n")
                     i += 1
-            hunks.append(Hunk(int(match.group(1)), tuple(old), tuple(new)))
+            hunks.append(
+                Hunk(int(match.group(1)), tuple(old), tuple(new), int(match.group(3)))
+            )
         files.append(FilePatch(path, tuple(hunks)))
     return files
 
@@ -169,6 +172,20 @@ def patched_files(root: Path, build_files: bool = False) -> Dict[str, List[FileP
             if build_files or file_patch.path.endswith(".py"):
                 result.setdefault(file_patch.path, []).append(file_patch)
     return result
+
+
+def missing_hunks(
+    patches: List[FilePatch], text: str, reverse: bool = False
+) -> List[Tuple[int, Hunk]]:
+    """The hunks whose stock (``reverse``: patched) lines are nowhere in
+    ``text``, each with its number in its file patch."""
+    lines = text.splitlines(keepends=True)
+    return [
+        (number, hunk)
+        for file_patch in patches
+        for number, hunk in enumerate(file_patch.hunks, 1)
+        if _find_block(lines, hunk.new_lines if reverse else hunk.old_lines, 0) is None
+    ]
 
 
 def apply_all(patches: List[FilePatch], text: str, reverse: bool = False) -> str:

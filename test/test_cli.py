@@ -363,3 +363,147 @@ def test_the_wheel_requires_nothing_and_carries_the_series(tmp_path: Path) -> No
     )
     assert status.returncode == 0, status.stderr
     assert len(status.stdout.splitlines()) == 1 + len(TARGETS) + 1
+
+
+def _to(site: Path, command: str, stdout) -> subprocess.CompletedProcess:
+    """``command`` with its stdout going to ``stdout`` (a file or a pipe end)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
+    env.pop("EXECUTORCH_DEVICE_GUARD_TEST_FAULT", None)
+    return subprocess.run(
+        [sys.executable, "-m", "executorch_device_guard", command],
+        env=env,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+    )
+
+
+def _closed_pipe(site: Path, command: str) -> subprocess.CompletedProcess:
+    """As in ``command | head -0``: the reader is gone before anything is written."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return _to(site, command, write)
+    finally:
+        os.close(write)
+
+
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_a_full_stdout_after_a_change_is_not_exit_2(
+    tmp_path: Path, site: Path, command: str
+) -> None:
+    """Exit 2 says nothing was changed: not so when only the report was lost."""
+    if command == "revert":
+        assert cli(site, "apply").returncode == 0
+    before = hashes(tmp_path)
+    with open("/dev/full", "w") as full:
+        result = _to(site, command, full)
+    goal = "patched" if command == "apply" else "stock"
+    assert_only_targets_changed(tmp_path, site, before, goal)
+    assert result.returncode == 4, result.stderr
+    assert result.stderr == (
+        f"executorch-device-guard: error: {command} finished, but its output "
+        "could not be written (No space left on device); without that it would "
+        "have exited 0.\n"
+    )
+
+
+@pytest.mark.parametrize("command", ["apply", "status"])
+def test_a_reader_that_went_away_is_no_error(
+    tmp_path: Path, site: Path, command: str
+) -> None:
+    """``status | head -1``: the reader has what it wanted; no message, the
+    command's own exit code."""
+    before = hashes(tmp_path)
+    result = _closed_pipe(site, command)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert_only_targets_changed(
+        tmp_path, site, before, "patched" if command == "apply" else "stock"
+    )
+    with open("/dev/full", "w") as full:
+        result = _to(site, "status", full)
+    assert result.returncode == 4, result.stderr
+    assert "status finished, but its output could not be written" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "planted, reason",
+    [
+        ("link", "is a symbolic link"),
+        ("dangling link", "is a symbolic link"),
+        ("folder", "is a folder"),
+        ("fifo", "is not a regular file"),
+        ("hard link", None),
+    ],
+)
+def test_export_force_never_writes_through_what_is_planted(
+    tmp_path: Path, site: Path, planted: str, reason: str
+) -> None:
+    """``ln -s /tmp/precious DEST/0001-....patch; export DEST --force``."""
+    from executorch_device_guard.patchset import read_series
+
+    dest = tmp_path / "out"
+    dest.mkdir()
+    precious = tmp_path / "precious"
+    precious.write_text("keep me\n")
+    entry = dest / read_series(REPO)[0].patch_path.name
+    if planted == "link":
+        entry.symlink_to(precious)
+    elif planted == "dangling link":
+        entry.symlink_to(tmp_path / "created-through-the-link")
+    elif planted == "folder":
+        entry.mkdir()
+    elif planted == "fifo":
+        os.mkfifo(entry)
+    else:
+        os.link(precious, entry)
+    before = hashes(tmp_path)
+    result = cli(site, "export", "--author", AUTHOR, "--force", str(dest), timeout=20)
+    if reason:
+        one_line_error(result, f"{entry} {reason}", "Nothing was written")
+        assert hashes(tmp_path) == before
+    else:  # a regular file of that name is replaced, not written into
+        assert result.returncode == 0, result.stderr
+        assert precious.read_text() == "keep me\n"
+        assert "executorch-device-guard" in entry.read_text()
+    assert not list(dest.glob(".*.tmp"))
+
+
+def _edited(text: bytes) -> bytes:
+    """A local edit inside the emitter's hunk (stock or patched alike)."""
+    return text.replace(
+        b"            spec_array_type = (",
+        b"            # local edit\n            spec_array_type = (",
+    )
+
+
+@pytest.mark.parametrize(
+    "make, reason",
+    [
+        (
+            lambda: STOCK[EMITTER].replace(b"\n", b"\r\n"),
+            "its line endings are CRLF; with LF it is the stock text",
+        ),
+        (
+            lambda: PATCHED[EMITTER].replace(b"\n", b"\r\n"),
+            "its line endings are CRLF; with LF it is the patched text",
+        ),
+        (
+            lambda: _edited(STOCK[EMITTER]),
+            "edited: differs from the stock text in lines 452-457 (hunk 2)",
+        ),
+        (
+            lambda: _edited(PATCHED[EMITTER]),
+            "edited: differs from the patched text in lines 455-481 (hunk 2)",
+        ),
+    ],
+    ids=["crlf-stock", "crlf-patched", "edited-stock", "edited-patched"],
+)
+def test_unknown_says_why(tmp_path: Path, site: Path, make, reason: str) -> None:
+    (site / "executorch" / EMITTER).write_bytes(make())
+    before = hashes(tmp_path)
+    status = cli(site, "status").stdout
+    assert f"  unknown  {EMITTER} ({reason}" in status, status
+    one_line_error(cli(site, "apply"), f"{EMITTER} is unknown ({reason}")
+    assert hashes(tmp_path) == before

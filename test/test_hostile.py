@@ -15,6 +15,7 @@ the package is byte-identical and the package ends stock or fully patched.
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -142,7 +143,7 @@ def test_an_old_state_file_is_never_trusted(
     plant(site, outside)
     status = cli(site, "status")
     assert status.returncode == 0, status.stderr
-    assert ".device_guard.json (from version 0.1.0) is ignored" in status.stdout
+    assert ".device_guard.json (from an earlier version) is ignored" in status.stdout
     result = cli(site, "apply")
     assert result.returncode == 0, result.stderr
     assert_only_targets_changed(tmp_path, site, before, "patched", may_vanish=gone)
@@ -194,4 +195,80 @@ def test_the_same_refusals_without_dir_fd_support(
     assert installed.status(root, TARGETS)[EMITTER] is installed.FileState.UNKNOWN
     (emit / "_emitter.py").unlink()
     shutil.move(outside / "_emitter.py", emit / "_emitter.py")
+    assert snapshot(tmp_path) == before
+
+
+@pytest.fixture
+def shared_site():
+    """A site that another user can reach (pytest's tmp_path is private)."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root, to run the CLI as another user")
+    top = Path(tempfile.mkdtemp(prefix="device-guard-owner-"))
+    try:
+        top.chmod(0o755)
+        site = make_site(top / "site")
+        for folder in [site, *(p for p in site.rglob("*") if p.is_dir())]:
+            folder.chmod(0o777)  # a folder the other user can write
+        probe = cli(site, "--version", wrap=NOBODY)
+        if probe.returncode != 0:
+            pytest.skip(f"the other user cannot run the tool: {probe.stderr}")
+        yield top, site
+    finally:
+        shutil.rmtree(top)
+
+
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def _owners(top: Path) -> dict:
+    return {str(p): (p.lstat().st_uid, p.lstat().st_gid) for p in top.rglob("*")}
+
+
+def test_refuses_to_take_over_another_users_file(shared_site) -> None:
+    """A non-root user may write the folder, but the files are root's: the
+    rename would make them the user's, so the tool refuses."""
+    top, site = shared_site
+    emitter = site / "executorch" / EMITTER
+    emitter.chmod(0o444)
+    before, owners = snapshot(top), _owners(top)
+    one_line_error(
+        cli(site, "apply", wrap=NOBODY),
+        f"{emitter} belongs to another user (root, uid 0), not to you (nobody, "
+        "uid 65534)",
+        "Nothing was changed",
+    )
+    assert (snapshot(top), _owners(top)) == (before, owners)
+    assert cli(site, "apply").returncode == 0  # root keeps owner and mode
+    after_apply = _owners(top)
+    assert after_apply == owners and emitter.stat().st_mode & 0o777 == 0o444
+    one_line_error(cli(site, "revert", wrap=NOBODY), "user (root, uid 0)")
+    assert _owners(top) == owners
+
+
+def test_root_keeps_each_files_owner(tmp_path: Path, site: Path) -> None:
+    emitter = site / "executorch" / EMITTER
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a file to another user")
+    os.chown(emitter, 1234, 5678)
+    emitter.chmod(0o444)
+    for command in ("apply", "revert"):
+        assert cli(site, command).returncode == 0
+        st = emitter.stat()
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (1234, 5678, 0o444)
+
+
+def test_refuses_another_users_file_anywhere(
+    tmp_path: Path, site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same refusal for any user: files owned by someone else (here, by
+    pretending to be another user) are not replaced."""
+    from executorch_device_guard import installed
+    from executorch_device_guard.errors import GuardError
+
+    before = snapshot(tmp_path)
+    real = os.geteuid()
+    monkeypatch.setattr(os, "geteuid", lambda: real + 1)
+    refusal = rf"belongs to another user \(.*uid {real}\), not to you"
+    with pytest.raises(GuardError, match=refusal):
+        installed.apply(site / "executorch", TARGETS)
     assert snapshot(tmp_path) == before

@@ -27,7 +27,10 @@ from sites import (
     cli,
     FAULT,
     make_site,
+    one_line_error,
+    PATCHED,
     snapshot,
+    STOCK,
     target_states,
     TARGETS,
 )
@@ -153,23 +156,44 @@ def test_a_full_disk_midway(tmp_path: Path, command: str) -> None:
 
 
 def test_leftovers_of_version_0_1_0_are_removed(tmp_path: Path) -> None:
-    """Its temporary files and probes, and only those: not look-alikes of users."""
+    """What it left, and only that: a temporary file beside a target holding
+    part of the text it was writing there, an empty probe. A file of a user's
+    with such a name holds other text, or none, and is left alone."""
     site = make_site(tmp_path / "site")
     package = site / "executorch"
-    ours = [
-        package / "exir/emit/._emitter.py.k3j4h5_6.tmp",
-        package / ".device_guard_probe.abc_1234",
-        package / "exir/emit/.device_guard_probe.zz99zz99",
-    ]
-    theirs = [
-        package / "exir/emit/.notes.py.abcdefgh.tmp",  # not a target's name
-        package / "exir/emit/._emitter.py.toolongname.tmp",
-        package / "exir/._emitter.py.abcdefgh.tmp",  # not beside the target
-        package / "exir/emit/.device_guard_probe.short",
-    ]
-    for path in ours + theirs:
-        path.write_text("x")
+    emitter = package / EMITTER
+    ours = {
+        # Killed while writing the patched text, and just before the rename.
+        package / "exir/emit/._emitter.py.k3j4h5_6.tmp": PATCHED[EMITTER][:4096],
+        package / "exir/emit/._emitter.py.20261130.tmp": PATCHED[EMITTER],
+        package / "devtools/bundled_program/.core.py.abc_defg.tmp": STOCK[
+            "devtools/bundled_program/core.py"
+        ][:10],
+        package / ".device_guard_probe.abc_1234": b"",
+        package / "exir/emit/.device_guard_probe.zz99zz99": b"",
+    }
+    theirs = {
+        package / "exir/emit/._emitter.py.my_notes.tmp": b"my notes\n",
+        package / "exir/emit/._emitter.py.2026_11_.tmp": b"",  # empty: who knows
+        package / "exir/emit/._emitter.py.abcdefgh.tmp": STOCK[EMITTER][1:],
+        package / "exir/emit/.device_guard_probe.abcdefgh": b"x",
+        package / "exir/emit/.notes.py.abcdefgh.tmp": b"x",  # not a target's name
+        package / "exir/emit/._emitter.py.toolongname.tmp": b"x",
+        package / "exir/._emitter.py.abcdefgh.tmp": b"x",  # not beside the target
+        package / "exir/emit/.device_guard_probe.short": b"",
+    }
+    for path, data in {**ours, **theirs}.items():
+        path.write_bytes(data)
     before = snapshot(tmp_path)
+    status = cli(site, "status")
+    assert f"{len(ours)} temporary file(s) left by an interrupted run" in (
+        status.stdout
+    )
+    assert (
+        "4 file(s) named like temporary files of an earlier version hold "
+        "something else, so apply and revert leave them alone (e.g. "
+        f"{emitter.parent / '._emitter.py.2026_11_.tmp'}).\n"
+    ) in status.stdout, status.stdout
     result = cli(site, "apply")
     assert result.returncode == 0, result.stderr
     assert sorted(result.stdout.splitlines()[: len(ours)]) == sorted(
@@ -182,7 +206,8 @@ def test_leftovers_of_version_0_1_0_are_removed(tmp_path: Path) -> None:
         "patched",
         may_vanish=[str(p.relative_to(tmp_path)) for p in ours],
     )
-    assert all(p.exists() for p in theirs) and not any(p.exists() for p in ours)
+    assert all(p.read_bytes() == data for p, data in theirs.items())
+    assert not any(p.exists() for p in ours)
 
 
 def test_keyboard_interrupt_right_after_a_rename(
@@ -250,3 +275,18 @@ def test_signal_right_after_a_rename(
     assert done.returncode == 0, done.stderr
     goal = "patched" if then == "apply" else "stock"
     assert_only_targets_changed(tmp_path, site, before, goal)
+
+
+@pytest.mark.parametrize(
+    "value", ["step:x:KILL", "step:1:FOO", "step:0:INT", "step:2", "delay:soon", "x"]
+)
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_a_malformed_test_fault_is_one_line(
+    tmp_path: Path, command: str, value: str
+) -> None:
+    """The test hook is read in production too: a bad value changes nothing."""
+    site = _start(tmp_path, command)
+    before = snapshot(tmp_path)
+    result = cli(site, command, env={FAULT: value})
+    one_line_error(result, f"{FAULT}={value!r} is not a test fault", "unset it")
+    assert snapshot(tmp_path) == before

@@ -1,0 +1,99 @@
+# Copyright (c) 2026 The executorch-device-guard authors.
+# All rights reserved.
+#
+# This source code is licensed under the BSD-style license found in the
+# LICENSE file in the root directory of this source tree.
+
+"""Standard output that cannot turn finished work into a refusal.
+
+``apply`` and ``revert`` print their report once the change is made, so a
+failing stdout must not end them with exit 2, which says that nothing was
+changed. A reader that went away (EPIPE, as in ``status | head -1``) is no
+error at all: the command exits with its own code, silently. Any other
+failure (``apply > /dev/full``) is one line on stderr saying the command
+finished and what it would have exited with, and exit 4 (or the command's
+own code, if that was not 0). Output after the failure is discarded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import io
+import os
+import sys
+from typing import Iterator, Optional
+
+OUTPUT_LOST = 4
+
+
+class Guarded(io.TextIOBase):
+    """Wraps ``sys.stdout``: remembers the first write error instead of raising."""
+
+    def __init__(self, stream: io.TextIOBase) -> None:
+        super().__init__()
+        self.stream = stream
+        self.error: Optional[OSError] = None
+
+    def write(self, text: str) -> int:
+        if self.error is None:
+            try:
+                self.stream.write(text)
+            except OSError as e:
+                self._failed(e)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.error is None:
+            try:
+                self.stream.flush()
+            except OSError as e:
+                self._failed(e)
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self.stream.encoding
+
+    def _failed(self, error: OSError) -> None:
+        self.error = error
+        # What is still buffered goes nowhere rather than failing again at exit.
+        with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stream.fileno())
+            os.close(devnull)
+
+    def finish(self, command: str, code: int) -> int:
+        """The exit code once everything is written; says so if it could not be."""
+        self.flush()
+        if self.error is None or self.error.errno == errno.EPIPE:
+            return code
+        why = self.error.strerror or str(self.error)
+        print(
+            f"executorch-device-guard: error: {command} finished, but its output "
+            f"could not be written ({why}); without that it would have exited "
+            f"{code}.",
+            file=sys.stderr,
+        )
+        return code or OUTPUT_LOST
+
+
+@contextlib.contextmanager
+def guarded() -> Iterator[Guarded]:
+    """``sys.stdout`` guarded for the block."""
+    original = sys.stdout
+    stream = Guarded(original if original is not None else io.StringIO())
+    sys.stdout = stream
+    try:
+        yield stream
+    finally:
+        stream.flush()
+        sys.stdout = original
