@@ -72,10 +72,12 @@ def overlays_in(env: Dict[str, str]) -> list:
     ]
 
 
-def guard(*args: str, env: Dict[str, str], **kwargs) -> subprocess.CompletedProcess:
+def guard(
+    *args: str, env: Dict[str, str], timeout: float = 600, **kwargs
+) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "executorch_device_guard", *args]
     return subprocess.run(
-        cmd, env=env, capture_output=True, text=True, timeout=600, **kwargs
+        cmd, env=env, capture_output=True, text=True, timeout=timeout, **kwargs
     )
 
 
@@ -198,4 +200,37 @@ def test_refuses_an_unknown_executorch(tmp_path: Path, tmp_env) -> None:
     assert len(result.stderr.strip().splitlines()) == 1
     assert result.stderr.startswith("executorch-device-guard: error: ")
     assert "_emitter.py is unknown" in result.stderr
+    assert overlays_in(tmp_env) == []
+
+
+def one_line(result: subprocess.CompletedProcess, code: int, *needles: str) -> None:
+    assert result.returncode == code, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("executorch-device-guard: error: "), lines
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("kind", ["not-utf8", "fifo", "symlink"])
+def test_refuses_what_apply_refuses(tmp_path: Path, tmp_env, kind: str) -> None:
+    site = make_site(tmp_path / "site")
+    emitter = site / "executorch" / "exir" / "emit" / "_emitter.py"
+    if kind == "fifo":
+        emitter.unlink()
+        os.mkfifo(emitter)
+    elif kind == "symlink":
+        outside = tmp_path / "outside.py"
+        outside.write_bytes(emitter.read_bytes())
+        emitter.unlink()
+        emitter.symlink_to(outside)
+    else:
+        emitter.write_bytes(b"\xff\xfe not utf-8\n")
+    env = dict(tmp_env, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
+    result = guard(
+        "run", "--", sys.executable, "-c", "print('ran')", env=env, timeout=60
+    )
+    one_line(result, 2, "_emitter.py is unknown")
+    assert result.stdout == ""
     assert overlays_in(tmp_env) == []
