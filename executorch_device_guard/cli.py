@@ -118,12 +118,9 @@ def _run(args: argparse.Namespace) -> int:
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not command:
         return _usage_error("run: give a command, e.g. run -- python export.py")
-    try:
-        return run_command(command, data_root())
-    except KeyboardInterrupt:
-        # Only before the command started; the overlay is already removed.
-        print("executorch-device-guard: interrupted", file=sys.stderr)
-        return 130
+    # An interrupt before the command starts removes the overlay and ends
+    # here (main says so); once it runs, the command's exit code is ours.
+    return run_command(command, data_root())
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -300,12 +297,21 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from executorch_device_guard.errors import GuardError
-    from executorch_device_guard.signals import Interrupted
-
-    args = parser().parse_args(argv)
     try:
-        return args.func(args)
+        from executorch_device_guard import tempdirs
+        from executorch_device_guard.errors import GuardError
+        from executorch_device_guard.signals import Interrupted
+
+        args = parser().parse_args(argv)
+    except KeyboardInterrupt:
+        _error("interrupted (SIGINT).")
+        return 130
+    try:
+        try:
+            return args.func(args)
+        finally:
+            # Whatever a signal cut short, no overlay is left behind.
+            tempdirs.remove_all()
     except GuardError as e:
         _error(str(e))
         return 2
