@@ -124,3 +124,13 @@ def test_a_missing_dependency_is_named(tmp_path: Path) -> None:
         "No module named 'dependency_not_installed_xyz'",
     ):
         models.load_model(f"{path}:model")
+
+
+def test_moving_a_model_moves_nested_inputs() -> None:
+    module, _ = models.issue_model()
+    inputs = ((torch.ones(1, 4),), {"x": torch.ones(1, 4)})
+    moved = models.LoadedModel(module, inputs, {"y": [torch.ones(1)]}).to("meta")
+    assert moved.args[0][0].device.type == "meta"
+    assert moved.args[1]["x"].device.type == "meta"
+    assert moved.kwargs["y"][0].device.type == "meta"
+    assert moved.devices() == ["meta"]
