@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import List, Optional, Union
+from typing import List, NoReturn, Optional, Union
 
 from executorch_device_guard import __version__, data_root
 
@@ -212,8 +212,21 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line on stderr, exit 2 (``--help`` is unchanged)."""
+
+    def error(self, message: str) -> "NoReturn":
+        command = self.prog.split(" ", 1)[1] if " " in self.prog else ""
+        where = f"{command}: " if command else ""
+        self.exit(
+            2,
+            f"executorch-device-guard: error: {where}{message} (see "
+            f"{self.prog} --help)\n",
+        )
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="executorch-device-guard",
         description="Guard ExecuTorch's to_executorch() against constant data "
         "in device memory (ExecuTorch issue #21545).",

@@ -773,6 +773,39 @@ def test_check_from_a_deleted_directory(tmp_path: Path) -> None:
     assert_refused(result, "the current directory no longer exists", "")
 
 
+INTERRUPT_AT_IMPORT = """
+import sys
+
+
+class Interrupt:
+    def find_spec(self, name, path=None, target=None):
+        if name == "executorch_device_guard.cli":
+            raise KeyboardInterrupt
+        return None
+
+
+sys.meta_path.insert(0, Interrupt())
+"""
+
+
+def test_ctrl_c_while_the_cli_imports_is_one_line(tmp_path: Path) -> None:
+    custom = tmp_path / "custom"
+    custom.mkdir()
+    (custom / "sitecustomize.py").write_text(INTERRUPT_AT_IMPORT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(custom), str(REPO)]))
+    result = subprocess.run(
+        [sys.executable, "-m", "executorch_device_guard", "check"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 130, result.stderr
+    assert (
+        result.stderr.strip() == "executorch-device-guard: error: interrupted (SIGINT)."
+    )
+
+
 def test_check_writes_no_bytecode_into_the_installation(tmp_path: Path) -> None:
     """With bytecode writing on, the children import ExecuTorch through the
     overlay's links and must not cache it into the installed package."""
@@ -922,3 +955,36 @@ def test_the_user_pythonpath_comes_before_the_tools_own_location(emitters, monke
     monkeypatch.setattr(runner, "_site_dirs", lambda: {site_packages})
     parts = emitters.env("patched")["PYTHONPATH"].split(os.pathsep)
     assert parts == [str(emitters.paths["patched"]), "/user/a", "/user/b"]
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["check", "--bogus"], "unrecognized arguments: --bogus"),
+        (["check", "--paths", "nope"], "argument --paths: invalid choice: 'nope'"),
+        ([], "the following arguments are required: command"),
+        (["check", "--jobs", "x"], "argument --jobs: invalid int value: 'x'"),
+    ],
+)
+def test_usage_errors_are_one_line(args: List[str], message: str) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    result = subprocess.run(
+        [sys.executable, "-m", "executorch_device_guard", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("executorch-device-guard: error: ")
+    assert message in lines[0]
+    helped = subprocess.run(
+        [sys.executable, "-m", "executorch_device_guard", "check", "--help"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert helped.returncode == 0 and "--log-dir" in helped.stdout
