@@ -6,6 +6,11 @@
 
 import sys
 
-from executorch_device_guard.cli import main
+try:
+    from executorch_device_guard.cli import main
+except KeyboardInterrupt:
+    # Ctrl-C while Python imports the CLI: one line, as everywhere else.
+    print("executorch-device-guard: error: interrupted (SIGINT).", file=sys.stderr)
+    sys.exit(130)
 
 sys.exit(main())

@@ -4,20 +4,44 @@
 # This source code is licensed under the BSD-style license found in the
 # LICENSE file in the root directory of this source tree.
 
-"""The stock-versus-patched matrix over every device kind this machine reaches."""
+"""The stock-versus-patched matrix over every device kind this machine reaches.
+
+How a row is judged (``Row``), and the exit code (``judge``):
+
+- a **tool error**: the row says nothing about the patch because of the tool
+  (a child without a result, a timeout, a child that imported another
+  ExecuTorch than its overlay's, a fake device that did not reach the read);
+- **not checked**: nothing went wrong, but nothing reached the guarded read
+  either: stock and patched both succeed on a device (no constant data got
+  there), the path does not apply (n/a), the model does not export with stock
+  ExecuTorch either (it fails alike on CPU, or before the tool put anything on
+  the device), or a real device fails alike on both before the read;
+- a **problem** (FAIL): patched ExecuTorch crashes, fails without naming the
+  device, refuses where stock succeeds, exports from device memory where
+  stock fails, or gives other CPU bytes or another CPU outcome than stock;
+- **reached**: a device row where stock crashes, or fails without naming the
+  device, and patched raises an error naming it: the guard did its job.
+
+``check`` exits 1 on any problem, else 3 on any tool error, else 3 when no row
+reached the read (nothing was checked: never OK), else 0.
+"""
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import os
 import re
+import stat
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, TextIO, Tuple
 
-from executorch_device_guard.runner import Emitters, EMITTERS, Outcome
+from executorch_device_guard.errors import GuardError
+from executorch_device_guard.runner import DEFAULT_TIMEOUT, Emitters, EMITTERS, Outcome
 
 FAKE_DEVICES = ["fake:cuda:0", "fake:mps:0", "fake:xpu:0"]
 
@@ -42,13 +66,14 @@ def cases(
     devices: Optional[List[str]] = None,
     cuda: Optional[bool] = None,
 ) -> List[Tuple[str, str]]:
-    """The (path, device) pairs to run; real CUDA joins every path when present."""
+    """The (path, device) pairs to run, each once; real CUDA joins every path
+    when present."""
     if cuda is None:
         import torch
 
         cuda = torch.cuda.is_available()
     result = []
-    for path in paths or list(PATHS):
+    for path in dict.fromkeys(paths or list(PATHS)):
         for device in PATHS[path][1] + (["cuda"] if cuda else []):
             if devices is None or device in devices:
                 result.append((path, device))
@@ -95,13 +120,20 @@ class Row:
     device: str
     outcomes: Dict[str, Outcome]
 
+    def _named(self, result: Dict) -> bool:
+        return result.get("outcome") == "error" and bool(
+            _device_pattern(self.device).search(result["message"])
+        )
+
     @property
     def tool_errors(self) -> List[str]:
         """Why this row is no verdict on the patch: the tool could not run it."""
         errors = []
         for emitter, outcome in self.outcomes.items():
             result = outcome.result or {}
-            if result.get("outcome") == "setup-error":
+            if outcome.tool_error:
+                errors.append(f"{emitter}: {outcome.tool_error}")
+            elif result.get("outcome") == "setup-error":
                 errors.append(
                     f"{emitter}: could not set up the case: {result['message']}"
                 )
@@ -110,7 +142,12 @@ class Row:
                     f"{emitter}: the child exited {outcome.returncode} without a "
                     "result (see --verbose)"
                 )
-        if not errors and self.device.startswith("fake:") and self.failed_alike:
+        if (
+            not errors
+            and self.device.startswith("fake:")
+            and self.failed_alike
+            and not self._before_the_device
+        ):
             errors.append(
                 "the fake device did not reach ExecuTorch's host read: stock and "
                 f"patched fail alike with {self.outcomes['patched'].describe()}"
@@ -121,37 +158,111 @@ class Row:
     def failed_alike(self) -> bool:
         """Stock and patched raise the same error: the guarded read is not reached."""
         stock, patched = (self.outcomes[e].result or {} for e in EMITTERS)
-        return (
-            self.device != "cpu"
-            and stock.get("outcome") == patched.get("outcome") == "error"
-            and (stock["type"], stock["message"])
-            == (patched["type"], patched["message"])
-        )
+        return stock.get("outcome") == patched.get("outcome") == "error" and (
+            stock["type"],
+            stock["message"],
+        ) == (patched["type"], patched["message"])
+
+    @property
+    def _before_the_device(self) -> bool:
+        """The error came before the tool put anything on the device (or the
+        row is CPU): the model does not export, whatever the device."""
+        patched = self.outcomes["patched"].result or {}
+        return self.device == "cpu" or patched.get("stage") == "export"
+
+    @property
+    def unchecked(self) -> Optional[str]:
+        """Why this row, though nothing went wrong, says nothing about the
+        patch: nothing reached the guarded read. None if it does."""
+        if self.tool_errors:
+            return None
+        results = {e: self.outcomes[e].result or {} for e in EMITTERS}
+        stock, patched = results["stock"], results["patched"]
+        for result in (patched, stock):
+            if result.get("outcome") == "n/a":
+                return f"n/a ({result['message']})"
+        if self.failed_alike:
+            if self._before_the_device:
+                return (
+                    "the model does not export with stock ExecuTorch either: "
+                    f"{self.outcomes['stock'].describe()}"
+                )
+            # A real device (meta, cuda) that fails before the host read.
+            return (
+                "stock and patched fail alike before the host read: "
+                f"{self.outcomes['stock'].describe()}"
+            )
+        if self.device == "cpu":
+            return None
+        if stock.get("outcome") == patched.get("outcome") == "ok":
+            return (
+                "no constant data reached the host read: stock and patched "
+                "both succeed"
+            )
+        if self._named(stock) and self._named(patched):
+            return "stock ExecuTorch names the device already"
+        return None
 
     @property
     def problems(self) -> List[str]:
         """Why the patched emitter's result is not acceptable (empty if it is)."""
-        if self.tool_errors:
+        if self.tool_errors or self.unchecked:
             return []
-        stock, patched = self.outcomes["stock"], self.outcomes["patched"]
-        if self.failed_alike:
-            # A real device (meta, cuda) that fails before the host read, on
-            # stock and patched alike: no read to guard, nothing to judge.
-            return []
-        if patched.crashed:
-            return [f"patched emitter crashed: {patched.describe()}"]
-        result = patched.result or {}
+        stock_outcome, patched_outcome = (
+            self.outcomes["stock"],
+            self.outcomes["patched"],
+        )
+        if patched_outcome.crashed:
+            return [f"patched emitter crashed: {patched_outcome.describe()}"]
+        stock, patched = stock_outcome.result or {}, patched_outcome.result or {}
         if self.device == "cpu":
-            if result.get("outcome") != "ok":
-                return [f"CPU export failed: {patched.describe()}"]
-            if stock.result is None or stock.result.get("files") != result["files"]:
+            if patched.get("outcome") != "ok":
+                if stock.get("outcome") == "ok":
+                    return [f"CPU export failed: {patched_outcome.describe()}"]
+                return [
+                    "CPU export fails otherwise than with stock ExecuTorch "
+                    f"({stock_outcome.describe()}): {patched_outcome.describe()}"
+                ]
+            if stock.get("outcome") != "ok":
+                return [
+                    "patched ExecuTorch exports on CPU where stock fails: "
+                    f"{stock_outcome.describe()}"
+                ]
+            if stock.get("files") != patched["files"]:
                 return ["CPU bytes differ from the stock emitter's"]
             return []
-        if result.get("outcome") == "error" and not _device_pattern(self.device).search(
-            result["message"]
-        ):
-            return [f"error does not name the device: {patched.describe()}"]
+        if patched.get("outcome") == "ok":
+            return [
+                "patched ExecuTorch exports where stock fails "
+                f"({stock_outcome.describe()}): it used the device's data "
+                "instead of naming the device"
+            ]
+        if not self._named(patched):
+            return [f"error does not name the device: {patched_outcome.describe()}"]
+        if stock.get("outcome") == "ok":
+            return [
+                "patched ExecuTorch refuses where stock succeeds: "
+                f"{patched_outcome.describe()}"
+            ]
         return []
+
+    @property
+    def reached(self) -> bool:
+        """A device row where the guard acted: stock crashed, or failed without
+        naming the device, and patched named it."""
+        if self.device == "cpu" or self.tool_errors or self.unchecked or self.problems:
+            return False
+        stock = self.outcomes["stock"]
+        patched = self.outcomes["patched"].result or {}
+        stock_read = stock.returncode < 0 or not self._named(stock.result or {})
+        return self._named(patched) and stock_read
+
+    @property
+    def cpu_same(self) -> bool:
+        """A CPU row where patched gives stock's bytes."""
+        return self.device == "cpu" and not (
+            self.tool_errors or self.unchecked or self.problems
+        )
 
     def as_json(self, stderr: bool = False) -> Dict:
         def outcome(o: Outcome) -> Dict:
@@ -172,7 +283,82 @@ class Row:
             **{e: outcome(o) for e, o in self.outcomes.items()},
             "problems": self.problems,
             "tool_errors": self.tool_errors,
+            "not_checked": self.unchecked,
+            "reached": self.reached,
         }
+
+
+@dataclasses.dataclass
+class Verdict:
+    """What the rows say together; ``exit_code`` is check's."""
+
+    problems: List[str]
+    tool_errors: List[str]
+    unchecked: List[str]
+    reached: int
+    cpu_same: int
+
+    @property
+    def exit_code(self) -> int:
+        if self.problems:
+            return 1
+        if self.tool_errors or not self.reached:
+            return 3
+        return 0
+
+    def lines(self) -> List[str]:
+        """The report under the table."""
+        out = []
+        if self.problems:
+            out.append("FAIL:\n  " + "\n  ".join(self.problems))
+        if self.tool_errors:
+            out.append(
+                "TOOL ERROR (no verdict on the patch for these cases; see "
+                "--verbose):\n  " + "\n  ".join(self.tool_errors)
+            )
+        if self.unchecked:
+            out.append(
+                "NOT CHECKED (nothing reached ExecuTorch's host read of device "
+                "memory here):\n  " + "\n  ".join(self.unchecked)
+            )
+        if not self.problems and not self.reached:
+            out.append(
+                "NO VERDICT: no export reached ExecuTorch's host read of device "
+                "memory, so nothing tested the patch."
+            )
+        elif self.exit_code == 0:
+            rows = f"{self.reached} device row{'s' if self.reached != 1 else ''}"
+            if self.cpu_same:
+                out.append(
+                    "OK: patched ExecuTorch crashes nowhere, names the device in "
+                    "every error, and gives stock ExecuTorch's CPU bytes "
+                    f"({rows} reached the guarded read, {self.cpu_same} CPU "
+                    f"row{'s' if self.cpu_same != 1 else ''} compared)."
+                )
+            else:
+                out.append(
+                    "OK: patched ExecuTorch crashes nowhere and names the device "
+                    f"in every error ({rows} reached the guarded read; no CPU "
+                    "row compared)."
+                )
+        return out
+
+
+def judge(rows: List[Row]) -> Verdict:
+    def each(row: Row, items: List[str]) -> List[str]:
+        return [f"{row.path} {row.device}: {item}" for item in items]
+
+    return Verdict(
+        problems=[p for row in rows for p in each(row, row.problems)],
+        tool_errors=[e for row in rows for e in each(row, row.tool_errors)],
+        unchecked=[
+            u
+            for row in rows
+            for u in each(row, [row.unchecked] if row.unchecked else [])
+        ],
+        reached=sum(row.reached for row in rows),
+        cpu_same=sum(row.cpu_same for row in rows),
+    )
 
 
 def run_matrix(
@@ -181,8 +367,12 @@ def run_matrix(
     pairs: List[Tuple[str, str]],
     progress: TextIO = sys.stderr,
     jobs: int = 2,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> List[Row]:
-    """Runs every (path, device, emitter) child, ``jobs`` at a time."""
+    """Runs every (path, device, emitter) child, ``jobs`` at a time.
+
+    An interrupt (or any error) here aborts every child at once.
+    """
     runs = [(path, device, e) for path, device in pairs for e in EMITTERS]
     done: Dict[Tuple[str, str, str], Outcome] = {}
 
@@ -193,7 +383,7 @@ def run_matrix(
         start = time.monotonic()
         flow = PATHS[path][0]
         done[run] = outcome = emitters.export(
-            emitter, device, model, flow=flow, threads=threads
+            emitter, device, model, flow=flow, threads=threads, timeout=timeout
         )
         print(
             f"[{len(done):2}/{len(runs)}] {path:8} {device:12} {emitter:7} "
@@ -205,8 +395,15 @@ def run_matrix(
     print(f"running {len(runs)} exports, {jobs} at a time...", file=progress)
     # The slowest first, so that no long one is left for the end alone.
     order = sorted(runs, key=lambda run: PATHS[run[0]][0] != "xnnpack")
-    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        list(pool.map(one, order))
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
+    try:
+        for future in [pool.submit(one, run) for run in order]:
+            future.result()
+    except BaseException:
+        emitters.abort()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     return [
         Row(path, device, {e: done[(path, device, e)] for e in EMITTERS})
         for path, device in pairs
@@ -249,16 +446,72 @@ def format_table(rows: List[Row], width: int = 60) -> str:
     return "\n".join(out)
 
 
-def _log_name(row: Row, emitter: str) -> str:
-    return f"{row.path}_{row.device.replace(':', '_')}_{emitter}.log"
+def log_name(path: str, device: str, emitter: str) -> str:
+    return f"{path}_{device.replace(':', '_')}_{emitter}.log"
+
+
+def prepare_log_dir(folder: Path, pairs: List[Tuple[str, str]]) -> None:
+    """Creates ``folder`` if needed and checks, before any export, that every
+    log can be written there: GuardError, one line, if not. A log that
+    exists must be a regular file; a symbolic link is never followed."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise GuardError(f"--log-dir {folder}: it is not a folder") from None
+    except OSError as e:
+        raise GuardError(f"--log-dir {folder}: cannot create it ({e.strerror})") from e
+    if not folder.is_dir():
+        raise GuardError(f"--log-dir {folder}: it is not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".device-guard-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise GuardError(
+            f"--log-dir {folder}: cannot write to it ({e.strerror})"
+        ) from e
+    for path, device in pairs:
+        for emitter in EMITTERS:
+            _refuse_non_file(folder / log_name(path, device, emitter))
+
+
+def _refuse_non_file(path: Path) -> None:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        kind = "a symbolic link"
+    elif not stat.S_ISREG(st.st_mode):
+        kind = "not a regular file"
+    else:
+        return
+    raise GuardError(
+        f"--log-dir {path.parent}: {path} is {kind}; the tool never writes "
+        "through one: remove it or choose another folder"
+    )
 
 
 def write_logs(rows: List[Row], folder: Path) -> None:
-    """Each child's full stderr, one file per (path, device, emitter)."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """Each child's full stderr, one file per (path, device, emitter).
+
+    Each log is written to a new temporary file beside it and renamed over
+    it, so nothing is ever written through a link planted in its place.
+    """
     for row in rows:
         for emitter, outcome in row.outcomes.items():
-            (folder / _log_name(row, emitter)).write_text(outcome.stderr)
+            path = folder / log_name(row.path, row.device, emitter)
+            _refuse_non_file(path)
+            fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as f:
+                    f.write(outcome.stderr)
+                os.chmod(temp, 0o644)
+                os.replace(temp, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp)
+                raise
 
 
 def print_stderr(rows: List[Row], out: TextIO) -> None:

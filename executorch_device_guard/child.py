@@ -6,15 +6,25 @@
 
 """One export in a process of its own, since stock ExecuTorch may kill it.
 
-    python -m executorch_device_guard.child --device fake:cuda:0 --model issue
+    python -m executorch_device_guard.child --device fake:cuda:0 --model issue \
+        --out OUT --result RESULT
 
-puts the model's tensors on the device, runs one export path, and prints one
-``RESULT_TAG`` line of JSON. A crash prints nothing of the kind: the parent
-reads the signal.
+puts the model's tensors on the device, runs one export path, and reports to
+the file RESULT, a channel the model's own output cannot reach (its stdout
+and stderr are the user's): one JSON object per line, first
+``{"emitter": PATH}``, the ExecuTorch emitter this process imported (the
+parent checks that it is its overlay's), then ``{"result": {...}}``. A crash
+writes no result: the parent reads the signal.
+
+A result's ``stage`` says how far the export got: ``export`` before the tool
+put anything on the device (torch.export and lowering; all of a ``cpu``
+case), ``device`` after. An error in the ``export`` stage does not depend on
+the device, or on the patch.
 
 Devices: ``cpu``; ``meta``; ``fake:<device>`` (storage that claims <device>
 over host memory that faults on read, see fake_device.py); ``cuda`` (a real
-GPU: the model is moved there before export, as in issue #21545). The tool
+GPU: the model is moved there before export, as in issue #21545). Wherever
+the model was built, it is moved to CPU for every other device. The tool
 moves meta and fake-device constants where ExecuTorch starts on the real
 constants: after lowering for the emitter, at the start of XNNPACK's
 preprocess, and the expected outputs of a bundled program. From there on,
@@ -39,8 +49,15 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
-RESULT_TAG = "DEVICE_GUARD_RESULT "
 FLOWS = ["emit", "xnnpack", "bundled", "cuda-partitioner"]
+OUTCOMES = ("ok", "error", "n/a", "setup-error")
+
+# How far the export got: "export" until the tool puts tensors on the device.
+_stage = ["export"]
+
+
+def _on_device() -> None:
+    _stage[0] = "device"
 
 
 class NotApplicable(Exception):
@@ -100,6 +117,7 @@ def _emit(model: Any, device: str, external_constants: bool) -> Any:
     edge = to_edge_transform_and_lower(_export(model))
     if _is_moved(device):
         _move_programs(edge, device)
+        _on_device()
     config = ExecutorchBackendConfig(external_constants=external_constants)
     with _claims(device):
         return edge.to_executorch(config)
@@ -121,6 +139,7 @@ def _device_in_xnnpack_preprocess(device: str) -> None:
 
     def preprocess(edge_program: Any, compile_specs: Any) -> Any:
         tables_on_device([edge_program.state_dict, edge_program.constants], device)
+        _on_device()
         with keep_device_claims():
             return original(edge_program, compile_specs)
 
@@ -143,6 +162,7 @@ def _xnnpack(model: Any, device: str) -> Any:
     if device.startswith("fake:"):
         # What XNNPACK did not take is emitted from the device too.
         _move_programs(edge, device)
+        _on_device()
     with _claims(device):
         return edge.to_executorch()
 
@@ -172,6 +192,8 @@ def _bundled(model: Any, device: str) -> Any:
     outputs = list(expected) if isinstance(expected, (tuple, list)) else [expected]
     if _is_moved(device):
         outputs = [on_device(o, _target_device(device)) for o in outputs]
+    if device != "cpu":
+        _on_device()
     case = MethodTestCase(inputs=list(model.args), expected_outputs=outputs)
     with _claims(device):
         bundled = BundledProgram(program, [MethodTestSuite("forward", [case])])
@@ -211,8 +233,15 @@ def run(
         model = models.load_model(model_spec)
     except models.ModelSpecError as e:
         raise SetupError(str(e)) from e
+    # The model goes where the case says, wherever it was built (a factory may
+    # return a .cuda() model): to CUDA for a real CUDA case (the bundled path
+    # exports from CPU and computes only its expected outputs there), to CPU
+    # for every other; the tool moves the constants to meta and fake devices.
     if device == "cuda" and flow != "bundled":
         model = model.to("cuda")
+        _on_device()
+    else:
+        model = model.to("cpu")
     if flow == "emit":
         result = _emit(model, device, external_constants)
     elif flow == "xnnpack":
@@ -237,15 +266,25 @@ def run(
     return {"outcome": "ok", "files": digests}
 
 
+def _report(path: Path, record: Dict) -> None:
+    """Appends one JSON line to the result file."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", required=True)
     parser.add_argument("--model", default="issue")
     parser.add_argument("--external-constants", action="store_true")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--result", type=Path, required=True)
     parser.add_argument("--flow", choices=FLOWS, default="emit")
     parser.add_argument("--threads", type=int, help="torch's intra-op threads")
     args = parser.parse_args(argv)
+    import executorch.exir.emit._emitter as emitter
+
+    _report(args.result, {"emitter": emitter.__file__})
     if args.threads:
         import torch
 
@@ -261,17 +300,23 @@ def main(argv: List[str]) -> int:
         print(f"SetupError: {e}", file=sys.stderr)
         result = {"outcome": "setup-error", "type": "SetupError", "message": str(e)}
         code = 1
-    except Exception as e:  # noqa: B902 - reported to the parent, then exit 1
+    except (Exception, SystemExit) as e:  # noqa: B902 - reported, then exit 1
         import traceback
 
         traceback.print_exc()
-        lines = str(e).strip().splitlines() or [""]
-        result = {"outcome": "error", "type": type(e).__name__, "message": lines[0]}
+        if isinstance(e, SystemExit):
+            lines = [f"the model called sys.exit({e.code!r})"]
+        else:
+            lines = str(e).strip().splitlines() or [""]
+        result = {
+            "outcome": "error",
+            "type": type(e).__name__,
+            "message": lines[0],
+            "stage": _stage[0],
+        }
         code = 1
-    import executorch.exir.emit._emitter as emitter
-
-    result["emitter"] = emitter.__file__
-    print(RESULT_TAG + json.dumps(result), flush=True)
+    sys.stdout.flush()
+    _report(args.result, {"result": result})
     return code
 
 

@@ -8,10 +8,11 @@
 
 Exit codes: 0 success; 1 ``check`` found a problem; 2 a refusal or a usage
 error (one line on stderr saying what and the way out; unless it says
-otherwise, nothing was modified); 3 ``check`` could not judge some case (an
-error of the tool, not a verdict on the patch); 4 the command finished but
+otherwise, nothing was modified); 3 ``check`` gives no verdict (an error of
+the tool, or no export reached the guarded read); 4 the command finished but
 its output could not be written (see ``output``); 128 + N when signal N
-interrupted it. ``run`` exits with its command's code.
+interrupted it. ``run`` exits with its command's code, 126 if it cannot be
+executed, 127 if it is not found.
 """
 
 from __future__ import annotations
@@ -20,37 +21,47 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
-from typing import List, Optional, Union
+from typing import List, NoReturn, Optional, Union
 
 from executorch_device_guard import __version__, data_root
 
 
 def _check(args: argparse.Namespace) -> int:
-    from executorch_device_guard import check, models
+    from executorch_device_guard import check, models, signals
     from executorch_device_guard.installed import executorch_root, executorch_version
 
     # What needs no torch is refused at once, before any process starts.
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return _usage_error(
+            "the current directory no longer exists: cd to one that does, "
+            "then run check again"
+        )
     if args.jobs < 1:
         return _usage_error(f"--jobs must be at least 1, not {args.jobs}")
+    if not args.timeout > 0:
+        return _usage_error(
+            f"--timeout must be more than 0 seconds, not {args.timeout:g}"
+        )
     try:
-        check.select(args.paths, args.devices, cuda=True)
+        every = check.select(args.paths, args.devices, cuda=True)
         models.check_file(args.model)
+        if args.log_dir:
+            check.prepare_log_dir(args.log_dir, every)
     except (check.SelectionError, models.ModelSpecError) as e:
         return _usage_error(str(e))
 
-    try:
-        rows = _check_rows(args)
-    except KeyboardInterrupt:
-        print("executorch-device-guard: interrupted", file=sys.stderr)
-        return 130
+    # SIGTERM and SIGHUP end the run like Ctrl-C: children killed, overlays
+    # removed (the temporary folders are made after this).
+    signals.raise_on_terminate()
+    rows = _check_rows(args)
     if isinstance(rows, int):
         return rows
-    problems = [f"{row.path} {row.device}: {p}" for row in rows for p in row.problems]
-    tool_errors = [
-        f"{row.path} {row.device}: {e}" for row in rows for e in row.tool_errors
-    ]
+    verdict = check.judge(rows)
     if args.log_dir:
         check.write_logs(rows, args.log_dir)
     if args.verbose:
@@ -60,26 +71,18 @@ def _check(args: argparse.Namespace) -> int:
             "executorch_version": executorch_version(),
             "executorch_root": str(executorch_root()),
             "model": args.model,
-            "ok": not problems and not tool_errors,
+            "ok": verdict.exit_code == 0,
+            "exit_code": verdict.exit_code,
+            "reached": verdict.reached,
             "rows": [row.as_json(stderr=args.verbose) for row in rows],
         }
         print(json.dumps(report, indent=1))
     else:
         print(check.format_table(rows))
         print()
-        if problems:
-            print("FAIL:\n  " + "\n  ".join(problems))
-        if tool_errors:
-            print(
-                "TOOL ERROR (no verdict on the patch for these cases; see "
-                "--verbose):\n  " + "\n  ".join(tool_errors)
-            )
-        if not problems and not tool_errors:
-            print(
-                "OK: patched ExecuTorch crashes nowhere, names the device in "
-                "every error, and gives stock ExecuTorch's CPU bytes."
-            )
-    return 1 if problems else 3 if tool_errors else 0
+        for block in verdict.lines():
+            print(block)
+    return verdict.exit_code
 
 
 def _check_rows(args: argparse.Namespace) -> "Union[int, List]":
@@ -90,21 +93,43 @@ def _check_rows(args: argparse.Namespace) -> "Union[int, List]":
     with Emitters(warm=not args.fresh) as emitters:
         emitters.start()
         # One child loads the model and asks for CUDA before any export runs.
-        proc = emitters.call(
-            "stock", "executorch_device_guard.probe:main", [args.model]
-        )
+        # It reports to a file of its own: the model may print anything.
+        result = emitters.case_folder("probe") / "probe.jsonl"
         try:
-            found = probe.parse(proc.stdout)
-        except ValueError:
-            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            return _usage_error(f"--model {args.model}: loading it failed: {last}")
-        if found["model_error"]:
-            return _usage_error(found["model_error"])
+            proc = emitters.call(
+                "stock",
+                "executorch_device_guard.probe:main",
+                [args.model, str(result)],
+                timeout=args.timeout,
+            )
+        except subprocess.TimeoutExpired:
+            stage = probe.Probe(result).stage or "loading it"
+            return _usage_error(
+                f"--model {args.model}: {stage} did not finish within "
+                f"{args.timeout:g} s (give --timeout SECONDS if it needs longer)"
+            )
+        found = probe.Probe(result)
+        if found.answer is None:
+            if found.stage is None:
+                last = (emitters.shorten(proc.stderr).strip().splitlines() or [""])[-1]
+                _error(
+                    f"the model probe ended without a result "
+                    f"({probe.how_it_ended(proc.returncode)}): {last}"
+                )
+                return 3
+            return _usage_error(
+                f"--model {args.model}: {found.stage} "
+                f"{probe.how_it_ended(proc.returncode)}"
+            )
+        if found.answer["model_error"]:
+            return _usage_error(found.answer["model_error"])
         try:
-            pairs = check.select(args.paths, args.devices, found["cuda"])
+            pairs = check.select(args.paths, args.devices, found.answer["cuda"])
         except check.SelectionError as e:
             return _usage_error(str(e))
-        rows = check.run_matrix(emitters, args.model, pairs, jobs=args.jobs)
+        rows = check.run_matrix(
+            emitters, args.model, pairs, jobs=args.jobs, timeout=args.timeout
+        )
     return rows
 
 
@@ -119,12 +144,9 @@ def _run(args: argparse.Namespace) -> int:
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not command:
         return _usage_error("run: give a command, e.g. run -- python export.py")
-    try:
-        return run_command(command, data_root())
-    except KeyboardInterrupt:
-        # Only before the command started; the overlay is already removed.
-        print("executorch-device-guard: interrupted", file=sys.stderr)
-        return 130
+    # An interrupt before the command starts removes the overlay and ends
+    # here (main says so); once it runs, the command's exit code is ours.
+    return run_command(command, data_root())
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -195,8 +217,21 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line on stderr, exit 2 (``--help`` is unchanged)."""
+
+    def error(self, message: str) -> "NoReturn":
+        command = self.prog.split(" ", 1)[1] if " " in self.prog else ""
+        where = f"{command}: " if command else ""
+        self.exit(
+            2,
+            f"executorch-device-guard: error: {where}{message} (see "
+            f"{self.prog} --help)\n",
+        )
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="executorch-device-guard",
         description="Guard ExecuTorch's to_executorch() against constant data "
         "in device memory (ExecuTorch issue #21545).",
@@ -210,7 +245,10 @@ def parser() -> argparse.ArgumentParser:
         description="Runs the export on cpu, meta, fake devices and real CUDA "
         "(when present), each against the stock and the patched emitter in a "
         "child process. Exits 0 only if the patched emitter crashes nowhere, "
-        "names the device in every error and gives the stock CPU bytes.",
+        "names the device in every error and gives the stock CPU bytes, and "
+        "at least one export reached ExecuTorch's host read of device memory; "
+        "1 if it does not; 3 for no verdict (a tool error, or nothing "
+        "reached the read); 2 for a refusal.",
     )
     c.add_argument(
         "--model",
@@ -225,6 +263,15 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         default=min(2, os.cpu_count() or 1),
         help="child processes at a time (default: %(default)s)",
+    )
+    c.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="how long loading the model, and each export, may take; one "
+        "that takes longer is killed: a refusal for the model, a tool error "
+        "for an export (default: %(default)g)",
     )
     c.add_argument(
         "--paths",
@@ -305,23 +352,37 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from executorch_device_guard import output
-
+    try:
+        from executorch_device_guard import output
+    except KeyboardInterrupt:
+        _error("interrupted (SIGINT).")
+        return 130
     with output.guarded() as stdout:
         try:
             args = parser().parse_args(argv)
         except SystemExit as e:  # --help, --version, or a usage error
             code = e.code if isinstance(e.code, int) else 2
             return stdout.finish("this command", code)
+        except KeyboardInterrupt:
+            _error("interrupted (SIGINT).")
+            return 130
         return stdout.finish(args.command, _main(args))
 
 
 def _main(args: argparse.Namespace) -> int:
-    from executorch_device_guard.errors import GuardError
-    from executorch_device_guard.signals import Interrupted
-
     try:
-        return args.func(args)
+        from executorch_device_guard import tempdirs
+        from executorch_device_guard.errors import GuardError
+        from executorch_device_guard.signals import Interrupted
+    except KeyboardInterrupt:
+        _error("interrupted (SIGINT).")
+        return 130
+    try:
+        try:
+            return args.func(args)
+        finally:
+            # Whatever a signal cut short, no overlay is left behind.
+            tempdirs.remove_all()
     except GuardError as e:
         _error(str(e))
         return 2

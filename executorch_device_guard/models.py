@@ -27,7 +27,7 @@ import importlib
 import importlib.util
 import sys
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 FORMS = (
     "a (torch.nn.Module, example_inputs) tuple, an EagerModelBase-style class "
@@ -48,17 +48,29 @@ class LoadedModel:
     dynamic_shapes: Any = None
 
     def to(self, device: str) -> "LoadedModel":
+        """The module and every input tensor (also nested ones) on ``device``."""
         import torch
+        from torch.utils._pytree import tree_map
 
         def move(value: Any) -> Any:
             return value.to(device) if isinstance(value, torch.Tensor) else value
 
         return LoadedModel(
             self.module.to(device),
-            tuple(move(a) for a in self.args),
-            {k: move(v) for k, v in (self.kwargs or {}).items()} or None,
+            tree_map(move, tuple(self.args)),
+            tree_map(move, dict(self.kwargs)) if self.kwargs else None,
             self.dynamic_shapes,
         )
+
+    def devices(self) -> List[str]:
+        """The device types of the module's parameters and buffers and of the
+        example inputs, sorted."""
+        import torch
+        from torch.utils._pytree import tree_flatten
+
+        tensors = list(self.module.parameters()) + list(self.module.buffers())
+        tensors += tree_flatten((self.args, self.kwargs))[0]
+        return sorted({t.device.type for t in tensors if isinstance(t, torch.Tensor)})
 
 
 def issue_model() -> Tuple[Any, Tuple[Any, ...]]:
@@ -223,12 +235,20 @@ def _checked(spec: str, value: Any) -> LoadedModel:
     raise ModelSpecError(f"--model {spec}: got {problem}; give {FORMS}")
 
 
-def load_model(spec: str) -> LoadedModel:
-    """Resolves ``spec`` to a model, or raises ModelSpecError saying why not."""
+def load_model(spec: str, stage: Optional[Callable[[str], None]] = None) -> LoadedModel:
+    """Resolves ``spec`` to a model, or raises ModelSpecError saying why not.
+
+    ``stage``, if given, is told what runs next, in words: ``importing
+    TARGET``, then ``building the model``.
+    """
+    say = stage or (lambda _: None)
     kind, target, attr = parse(spec)
     if kind == "builtin":
+        say("building the model")
         return _checked(spec, BUILTIN[target]())
+    say(f"importing {target}")
     module = _import(spec, kind, target)
+    say("building the model")
     if not hasattr(module, attr):
         raise ModelSpecError(
             f"--model {spec}: {target} has no attribute '{attr}'; after ':' name "

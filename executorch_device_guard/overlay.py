@@ -7,19 +7,56 @@
 """A patched view of the installed ExecuTorch, without touching it.
 
 The overlay is a folder holding an ``executorch`` package made of symbolic
-links to the installed one, except for the patched files, which are real
-files. Putting the overlay first on ``PYTHONPATH`` gives a child process the
-patched ExecuTorch while the parent and the installation stay stock.
+links to the installed one, except for the target files, which are real
+files (stock or patched), and the folders that hold them. Putting the overlay
+first on ``PYTHONPATH`` gives a child process the patched ExecuTorch while the
+parent and the installation stay stock.
+
+The target files are read the way ``status`` and ``apply`` read them
+(``installed.survey``: never through a symbolic link, never blocking on a
+FIFO, any bytes), and the overlay is refused for exactly what ``apply``
+refuses: a target that is neither stock nor patched, or missing.
+
+Python run with an overlay must not cache bytecode: a module imported through
+a linked folder would have its ``__pycache__`` written into the installed
+package. ``NO_BYTECODE`` is what ``check`` and ``run`` put in the environment
+for that.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
-from executorch_device_guard.installed import classify, FileState, GuardError, read_text
-from executorch_device_guard.patchset import apply_all, FilePatch
+from executorch_device_guard import installed as _installed
+from executorch_device_guard.errors import GuardError
+from executorch_device_guard.installed import FileState, Inspection
+from executorch_device_guard.patchset import FilePatch
+
+# Set for every Python process that runs with an overlay.
+NO_BYTECODE = {"PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def inspect_targets(
+    installed: Path, targets: Dict[str, List[FilePatch]]
+) -> Dict[str, Inspection]:
+    """Each target's state and bytes; GuardError unless every one is stock or
+    patched."""
+    found = _installed.survey(installed, targets).files
+    bad = [
+        i.describe(installed / rel)
+        for rel, i in found.items()
+        if i.state not in (FileState.STOCK, FileState.PATCHED)
+    ]
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise GuardError(
+            f"{bad[0]}{more}: it is neither the stock nor the patched file, so "
+            "no overlay can be built from it. Nothing was run. Reinstall "
+            f"ExecuTorch: {_installed.reinstall_command()}"
+        )
+    return found
 
 
 def build_overlay(
@@ -27,41 +64,40 @@ def build_overlay(
     targets: Dict[str, List[FilePatch]],
     dest: Path,
     patched: bool,
+    found: Optional[Dict[str, Inspection]] = None,
 ) -> Path:
     """Creates ``dest/executorch``, stock or patched, and returns ``dest``.
 
-    Works from a stock or an already patched installation.
+    Works from a stock or an already patched installation. ``found`` is
+    ``inspect_targets``'s answer, if the caller has it already.
     """
-    files: Dict[Path, str] = {}
-    for rel, patches in targets.items():
-        text = read_text(installed / rel)
-        state, patched_text = classify(text, patches)
-        if state is FileState.STOCK:
-            assert text is not None and patched_text is not None
-            files[Path(rel)] = patched_text if patched else text
-        elif state is FileState.PATCHED:
-            assert text is not None
-            files[Path(rel)] = text if patched else apply_all(patches, text, True)
-        else:
-            raise GuardError(
-                f"{installed / rel} is {state.value}: it is neither the stock "
-                "nor the patched file, so no overlay can be built from it."
-            )
+    if found is None:
+        found = inspect_targets(installed, targets)
+    files: Dict[Path, bytes] = {}
+    for rel, inspection in found.items():
+        is_stock = inspection.state is FileState.STOCK
+        stock = inspection.data if is_stock else inspection.other
+        patched_data = inspection.other if is_stock else inspection.data
+        files[Path(rel)] = patched_data if patched else stock
     along = {parent for rel in files for parent in rel.parents}
     _link_tree(installed, dest / "executorch", Path("."), along, files)
     return dest
 
 
 def _link_tree(
-    src: Path, dst: Path, rel: Path, along: set, patched: Dict[Path, str]
+    src: Path, dst: Path, rel: Path, along: set, files: Dict[Path, bytes]
 ) -> None:
     dst.mkdir(parents=True)
     for entry in os.scandir(src):
         child = rel / entry.name
-        if child in patched:
-            with open(dst / entry.name, "w", encoding="utf-8", newline="") as f:
-                f.write(patched[child])
-        elif entry.is_dir() and child in along:
-            _link_tree(Path(entry.path), dst / entry.name, child, along, patched)
+        if child in files:
+            with open(dst / entry.name, "wb") as f:
+                f.write(files[child])
+        elif child in along:
+            if not entry.is_dir(follow_symlinks=False):
+                raise GuardError(f"{entry.path} is not a folder; reinstall ExecuTorch.")
+            _link_tree(Path(entry.path), dst / entry.name, child, along, files)
         elif entry.name != "__pycache__":
+            # The bytecode of the target files' folders is left out: it may
+            # be of the other state's source (an unchecked-hash .pyc).
             os.symlink(entry.path, dst / entry.name)

@@ -11,6 +11,14 @@ imported torch and ExecuTorch once; each export is a child forked from it.
 Real CUDA cases, platforms without fork, and ``Emitters(warm=False)`` use a
 fresh interpreter per export instead. Either way a crash kills one child only,
 and the result is the same ``Outcome``.
+
+Each export reports through a result file in its own case folder (see
+child.py), never through its stdout, and says which ExecuTorch emitter it
+imported: a child that did not import its overlay's gives no verdict (a tool
+error), whatever it printed. Children and warm parents run in sessions of
+their own, so a terminal's Ctrl-C reaches this process alone, which ends
+them all (``abort``) before it removes the overlays. Every Python process
+started here writes no bytecode (overlay.NO_BYTECODE).
 """
 
 from __future__ import annotations
@@ -19,17 +27,19 @@ import dataclasses
 import json
 import os
 import signal
+import site
 import subprocess
 import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Set
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from executorch_device_guard import data_root, warm
-from executorch_device_guard.child import RESULT_TAG
+from executorch_device_guard import data_root, tempdirs, warm
+from executorch_device_guard.child import OUTCOMES
+from executorch_device_guard.errors import GuardError
 from executorch_device_guard.installed import executorch_root
-from executorch_device_guard.overlay import build_overlay
+from executorch_device_guard.overlay import build_overlay, inspect_targets, NO_BYTECODE
 from executorch_device_guard.patchset import patched_files
 
 EMITTERS = ("stock", "patched")
@@ -63,11 +73,23 @@ EXPORT_PRELOAD = (
 )
 
 
+# How long one export, or loading the model, may take (``check --timeout``).
+DEFAULT_TIMEOUT = 600.0
+
+
+class Aborted(Exception):
+    """The Emitters were aborted (an interrupt): this run was not finished."""
+
+
 @dataclasses.dataclass
 class Outcome:
     returncode: int
     result: Optional[Dict]
     stderr: str
+    # Why this outcome is no verdict because of the tool (the child imported
+    # another ExecuTorch, it timed out, its result was malformed), if it is.
+    tool_error: Optional[str] = None
+    timed_out: Optional[float] = None
 
     @property
     def crashed(self) -> bool:
@@ -75,6 +97,8 @@ class Outcome:
 
     def describe(self) -> str:
         """Exit code or signal name, or the exception's first line."""
+        if self.timed_out is not None:
+            return f"timed out after {self.timed_out:g} s"
         if self.returncode < 0:
             name = signal.Signals(-self.returncode).name
             return f"{name} (exit {128 - self.returncode})"
@@ -87,13 +111,73 @@ class Outcome:
         return f"{self.result['type']}: {self.result['message']}"
 
 
-def parse_result(stdout: str) -> Optional[Dict]:
-    """The child's ``RESULT_TAG`` line, if it printed one."""
-    result = None
-    for line in stdout.splitlines():
-        if line.startswith(RESULT_TAG):
-            result = json.loads(line[len(RESULT_TAG) :])
-    return result
+def _valid_result(result: object) -> bool:
+    if not isinstance(result, dict) or result.get("outcome") not in OUTCOMES:
+        return False
+    if result["outcome"] == "ok":
+        files = result.get("files")
+        return isinstance(files, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in files.items()
+        )
+    fields = ("message",) if result["outcome"] == "n/a" else ("type", "message")
+    return all(isinstance(result.get(f), str) for f in fields)
+
+
+def read_result(path: Path) -> Tuple[Optional[str], Optional[Dict], Optional[str]]:
+    """The child's result file: the emitter it imported, its result, and why
+    the file is unusable (None if it is fine or simply ends early)."""
+    emitter, result, problem = None, None, None
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return None, None, None
+    except OSError as e:
+        return None, None, f"its result file cannot be read ({e.strerror})"
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return emitter, None, "its result file is malformed"
+        if isinstance(record, dict) and isinstance(record.get("emitter"), str):
+            emitter = record["emitter"]
+        elif isinstance(record, dict) and _valid_result(record.get("result")):
+            result = record["result"]
+        else:
+            return emitter, None, "its result file is malformed"
+    return emitter, result, problem
+
+
+def _site_dirs() -> Set[str]:
+    """The site-packages folders this interpreter has without PYTHONPATH."""
+    dirs = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    return {os.path.realpath(d) for d in dirs}
+
+
+def pythonpath(overlay: Path, user: Optional[str]) -> str:
+    """The overlay first, then the user's PYTHONPATH, then where this package
+    is imported from, unless that is a site-packages folder (a wheel
+    install), which is on the path anyway and must not come before the
+    standard library or the user's path."""
+    parts = [str(overlay)]
+    if user:
+        parts.append(user)
+    package_parent = os.path.realpath(Path(__file__).resolve().parent.parent)
+    if package_parent not in _site_dirs():
+        if os.pathsep in package_parent:
+            raise GuardError(
+                f"this tool is imported from {package_parent}, whose path "
+                f"contains {os.pathsep!r}, so PYTHONPATH cannot hold it: install "
+                "the tool, or move it to a folder without it."
+            )
+        parts.append(package_parent)
+    return os.pathsep.join(parts)
+
+
+def _inside(path: str, folder: Path) -> bool:
+    real, top = os.path.realpath(path), os.path.realpath(folder)
+    return os.path.commonpath([real, top]) == top
 
 
 class Emitters:
@@ -110,30 +194,51 @@ class Emitters:
         warm: Optional[bool] = None,
         preload: Sequence[str] = EXPORT_PRELOAD,
     ) -> None:
-        self._tmp = tempfile.TemporaryDirectory(prefix="device-guard-")
         installed = executorch_root()
         targets = patched_files(root or data_root())
-        base = Path(self._tmp.name)
-        self.paths = {
-            name: build_overlay(installed, targets, base / name, name == "patched")
-            for name in EMITTERS
-        }
-        self.warm = _warm_default() if warm is None else warm and _warm_default()
-        self._preload = tuple(preload)
+        found = inspect_targets(installed, targets)
+        self._closing = False
         self._parents: Dict[str, Optional[warm.WarmParent]] = {}
         self._failed: Set[warm.WarmParent] = set()
+        self._fresh: Set[subprocess.Popen] = set()
         self._lock = threading.Lock()
+        self.base = tempdirs.make("device-guard-")
+        try:
+            self.paths = {
+                name: build_overlay(
+                    installed, targets, self.base / name, name == "patched", found
+                )
+                for name in EMITTERS
+            }
+            for name in EMITTERS:
+                self.env(name)  # refuses a path PYTHONPATH cannot hold
+            self._cases = self.base / "cases"
+            self._cases.mkdir()
+        except BaseException:
+            tempdirs.remove(self.base)
+            raise
+        self.warm = _warm_default() if warm is None else warm and _warm_default()
+        self._preload = tuple(preload)
 
     def env(self, emitter: str) -> Dict[str, str]:
         env = dict(os.environ)
-        # The overlay first, then wherever this package itself is imported from.
-        package_parent = Path(__file__).resolve().parent.parent
-        parts = [str(self.paths[emitter]), str(package_parent)]
-        if env.get("PYTHONPATH"):
-            parts.append(env["PYTHONPATH"])
-        env["PYTHONPATH"] = os.pathsep.join(parts)
+        env["PYTHONPATH"] = pythonpath(self.paths[emitter], env.get("PYTHONPATH"))
         env["PYTHONFAULTHANDLER"] = "1"
+        env.update(NO_BYTECODE)
         return env
+
+    def case_folder(self, name: str) -> Path:
+        """A new folder of its own for one child's files."""
+        return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self._cases))
+
+    def shorten(self, text: str) -> str:
+        """``text`` without this run's temporary paths (gone on exit)."""
+        for name in EMITTERS:
+            for path in {str(self.paths[name]), os.path.realpath(self.paths[name])}:
+                text = text.replace(path, f"<{name} overlay>")
+        for path in {str(self.base), os.path.realpath(self.base)}:
+            text = text.replace(path, "<tmp>")
+        return text
 
     def start(self) -> None:
         """Starts every overlay's warm parent now (they import in parallel)."""
@@ -145,9 +250,11 @@ class Emitters:
         if not self.warm:
             return None
         with self._lock:
+            if self._closing:
+                raise Aborted()
             if emitter not in self._parents:
                 self._parents[emitter] = warm.WarmParent(
-                    self.env(emitter), self._preload, Path(self._tmp.name)
+                    self.env(emitter), self._preload, self.base
                 )
             return self._parents[emitter]
 
@@ -158,15 +265,39 @@ class Emitters:
         timeout: float = 900,
         cwd: Optional[Path] = None,
     ) -> subprocess.CompletedProcess:
-        """``python ARGS`` in a fresh interpreter with the overlay first."""
-        return subprocess.run(
-            [sys.executable, *args],
-            env=self.env(emitter),
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        """``python ARGS`` in a fresh interpreter with the overlay first, in
+        a session of its own (killed whole on timeout or ``abort``)."""
+        cmd = [sys.executable, *args]
+        with self._lock:
+            if self._closing:
+                raise Aborted()
+            proc = subprocess.Popen(
+                cmd,
+                env=self.env(emitter),
+                cwd=cwd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                errors="replace",
+                start_new_session=True,
+            )
+            self._fresh.add(proc)
+        try:
+            try:
+                stdout, stderr = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                stdout, stderr = proc.communicate()
+                raise subprocess.TimeoutExpired(cmd, timeout, stdout, stderr)
+            if self._closing:
+                raise Aborted()
+            return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+        finally:
+            if proc.poll() is None:
+                _kill_group(proc)
+                proc.wait()
+            with self._lock:
+                self._fresh.discard(proc)
 
     def fork(
         self,
@@ -216,17 +347,25 @@ class Emitters:
         return self.run(emitter, ["-c", code, *args], timeout, cwd)
 
     def _fall_back(self, emitter: str, error: Exception) -> None:
-        """From now on, fresh interpreters for this overlay; says why, once."""
+        """From now on, fresh interpreters for this overlay; says why, once.
+
+        Raises Aborted instead when the parent ended because of ``abort``.
+        """
+        if self._closing:
+            raise Aborted() from error
         with self._lock:
             parent = self._parents.get(emitter)
             if parent is None or parent in self._failed:
                 return
             self._failed.add(parent)
             self._parents[emitter] = None
-        reason = str(error).strip().splitlines()[-1:] or ["unknown"]
+        # Its own words when it ended ("the warm parent exited with ..."),
+        # else the exception that ended its imports (the last line).
+        lines = str(error).strip().splitlines() or ["unknown"]
+        reason = lines[0] if lines[0].startswith("the warm parent") else lines[-1]
         print(
             f"executorch-device-guard: the {emitter} warm parent failed "
-            f"({reason[0]}); using a fresh interpreter per run",
+            f"({reason}); using a fresh interpreter per run",
             file=sys.stderr,
             flush=True,
         )
@@ -241,35 +380,112 @@ class Emitters:
         out: Optional[Path] = None,
         flow: str = "emit",
         threads: Optional[int] = None,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> Outcome:
-        """One export in a child; ``threads`` sets torch's intra-op threads."""
-        out = out or Path(self._tmp.name) / "out" / flow / emitter / device.replace(
-            ":", "_"
-        )
+        """One export in a child; ``threads`` sets torch's intra-op threads.
+
+        A timeout, a result file that says nothing or is malformed, or an
+        emitter imported from outside this overlay make a ``tool_error``.
+        """
+        case = self.case_folder(f"{flow}-{emitter}-{device.replace(':', '_')}")
+        out = out or case / "out"
+        result_file = case / "result.jsonl"
         args = ["--device", device, "--model", model, "--out", str(out)]
-        args += ["--flow", flow]
+        args += ["--result", str(result_file), "--flow", flow]
         if external_constants:
             args.append("--external-constants")
         if threads:
             args += ["--threads", str(threads)]
-        if device == "cuda" or flow == "cuda-partitioner":
-            # CUDA must not be initialised in a process that forks: fresh.
-            proc = self.run(emitter, ["-m", "executorch_device_guard.child", *args])
-        else:
-            proc = self.call(emitter, "executorch_device_guard.child:main", args)
-        return Outcome(proc.returncode, parse_result(proc.stdout), proc.stderr)
+        try:
+            if device == "cuda" or flow == "cuda-partitioner":
+                # CUDA must not be initialised in a process that forks: fresh.
+                proc = self.run(
+                    emitter, ["-m", "executorch_device_guard.child", *args], timeout
+                )
+            else:
+                proc = self.call(
+                    emitter, "executorch_device_guard.child:main", args, timeout
+                )
+        except subprocess.TimeoutExpired as e:
+            stderr = (
+                e.stderr.decode(errors="replace")
+                if isinstance(e.stderr, bytes)
+                else (e.stderr or "")
+            )
+            return Outcome(
+                -signal.SIGKILL,
+                None,
+                self.shorten(stderr),
+                tool_error=f"timed out after {timeout:g} s (raise --timeout if "
+                "the export needs longer)",
+                timed_out=timeout,
+            )
+        imported, result, problem = read_result(result_file)
+        if result is not None:
+            result = {
+                k: self.shorten(v) if isinstance(v, str) else v
+                for k, v in result.items()
+            }
+            # Where the child's emitter came from (a temporary path, left out
+            # of check's output).
+            result["emitter"] = imported
+        tool_error = problem
+        if tool_error is None and imported is None and proc.returncode != 0:
+            tool_error = (
+                "the child ended before it said which ExecuTorch it imported "
+                "(see --verbose)"
+            )
+        elif tool_error is None and imported is not None:
+            if not _inside(imported, self.paths[emitter]):
+                tool_error = (
+                    f"it imported ExecuTorch's emitter from {imported}, not from "
+                    f"the {emitter} overlay: something on its path (a "
+                    "sitecustomize, a .pth file) put another ExecuTorch first"
+                )
+        return Outcome(
+            proc.returncode, result, self.shorten(proc.stderr), tool_error=tool_error
+        )
+
+    def abort(self) -> None:
+        """Kills every warm parent, its children and every fresh child now;
+        whatever waits on them raises Aborted."""
+        with self._lock:
+            self._closing = True
+            parents = [p for p in [*self._parents.values(), *self._failed] if p]
+            fresh = list(self._fresh)
+        for parent in parents:
+            parent.kill()
+        for proc in fresh:
+            _kill_group(proc)
 
     def close(self) -> None:
-        for parent in [*self._parents.values(), *self._failed]:
-            if parent is not None:
-                parent.close()
-        self._tmp.cleanup()
+        """Ends the warm parents and removes the overlays; a signal meanwhile
+        is raised once that is done."""
+        with tempdirs.holding() as held:
+            with self._lock:
+                self._closing = True
+            for parent in [*self._parents.values(), *self._failed]:
+                if parent is not None:
+                    parent.close()
+        tempdirs.remove(self.base)
+        held.raise_first()
 
     def __enter__(self) -> "Emitters":
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, *exc: object) -> None:
+        if kind is not None:
+            # An interrupt or an error: nothing still running is wanted.
+            self.abort()
         self.close()
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL to ``proc``'s session (its process group), started by us."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _warm_default() -> bool:

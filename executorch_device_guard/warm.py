@@ -24,6 +24,10 @@ Callers fall back to fresh processes where :func:`available` is False
 (Windows) or a case needs a process of its own (real CUDA: CUDA must never be
 initialised in a parent that forks).
 
+The parent runs in a session of its own, and its children in its process
+group: a terminal's Ctrl-C reaches the client alone, which ends the parent
+and every child at once with :meth:`WarmParent.kill`.
+
 Wire protocol (JSON lines on the parent's stdin and stdout):
   parent -> client  {"ready": true, "threads": N} or {"ready": false, "error": ...}
   client -> parent  {"id": 1, "argv": [...] | "call": "pkg.mod:func", "args": [...],
@@ -336,6 +340,7 @@ class WarmParent:
             stderr=self._log,
             env=env,
             cwd=self._workdir,
+            start_new_session=True,
         )
         self._lock = threading.Lock()
         self._pending: Dict[int, _Pending] = {}
@@ -369,7 +374,16 @@ class WarmParent:
                 pending.done.set()
         # The parent is gone: nothing pending will ever finish.
         if not self._ready.is_set():
-            self._ready_error = "the warm parent exited while starting:\n" + self.log()
+            code = self._proc.wait()
+            how = f"with exit code {code}"
+            if code < 0:
+                try:
+                    how = f"with {signal.Signals(-code).name}"
+                except ValueError:
+                    how = f"by signal {-code}"
+            self._ready_error = (
+                f"the warm parent exited {how} while starting:\n" + self.log()
+            )
             self._ready.set()
         with self._lock:
             for pending in self._pending.values():
@@ -469,6 +483,13 @@ class WarmParent:
                     path.unlink()
                 except FileNotFoundError:
                     pass
+
+    def kill(self) -> None:
+        """Kills the parent and every child it forked (its process group) now."""
+        try:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def close(self) -> None:
         """Ends the parent; children still running are killed."""

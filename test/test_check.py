@@ -10,18 +10,22 @@ import concurrent.futures
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import List
+from typing import Dict, List, Optional
 
 import pytest
 import torch
 
 from conftest import REPO
+from executorch_device_guard import check
 from executorch_device_guard.check import Row
 from executorch_device_guard.runner import Outcome
+from sites import make_site, snapshot
+from throwaway import copy_of_installed_executorch, leftovers, survivors
 
 NAMED = {
     "outcome": "error",
@@ -92,10 +96,18 @@ def test_tool_errors_are_no_verdict(
         assert tool_error in " ".join(row.tool_errors)
 
 
-def run_check(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+def run_check(
+    *args: str,
+    env: Optional[Dict[str, str]] = None,
+    cwd: Optional[Path] = None,
+    timeout: float = 900,
+) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ, PYTHONPATH=str(REPO))
+    full_env.update(env or {})
     cmd = [sys.executable, "-m", "executorch_device_guard", "check", *args]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        cmd, env=full_env, cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_default_check_json() -> None:
@@ -350,3 +362,629 @@ def test_a_bad_model_is_refused_before_any_export(tmp_path: Path) -> None:
         f"--model {here}:module_only: got a torch.nn.Module without example inputs; ",
         "",
     )
+
+
+# --------------------------------------------------------------------------
+# What no export can check is never OK, and what is not the patch's fault is
+# never blamed on it.
+
+NO_CONSTANTS_MODEL = "import torch\nmodel = (torch.nn.ReLU(), (torch.ones(2, 4),))\n"
+
+KWARGS_MODEL = """
+import torch
+
+
+class Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, x, scale):
+        return self.linear(x) * scale
+
+
+class Model:
+    def get_eager_model(self):
+        return Scaled()
+
+    def get_example_inputs(self):
+        return (torch.ones(2, 4),)
+
+    def get_example_kwarg_inputs(self):
+        return {"scale": torch.tensor(2.0)}
+"""
+
+DATA_DEPENDENT_MODEL = """
+import torch
+
+
+class Branchy(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        y = self.linear(x)
+        if y.sum() > 0:
+            return y
+        return -y
+
+
+def model():
+    return Branchy().eval(), (torch.ones(2, 4),)
+"""
+
+# Built off CPU: what a factory returning model.cuda() does, on a machine
+# without CUDA.
+META_MODEL = """
+import torch
+
+
+def model():
+    module = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).to("meta")
+    return module.eval(), (torch.ones(2, 4, device="meta"),)
+"""
+
+Ok = Outcome(0, CPU_OK, "")
+
+
+def export_error(message: str, stage: str = "device", type_: str = "InternalError"):
+    return {"outcome": "error", "type": type_, "message": message, "stage": stage}
+
+
+def test_a_device_row_where_both_succeed_checks_nothing() -> None:
+    """No constant reached the read: no verdict, never OK."""
+    for device in ("meta", "fake:cuda:0", "cuda"):
+        row = Row("emitter", device, {"stock": Ok, "patched": Ok})
+        assert row.problems == [] and row.tool_errors == []
+        assert "no constant data reached" in row.unchecked
+        assert not row.reached
+    rows = [Row("emitter", "fake:cuda:0", {"stock": Ok, "patched": Ok})]
+    assert check.judge(rows).exit_code == 3
+    n_a = Outcome(0, {"outcome": "n/a", "message": "kwargs"}, "")
+    rows = [Row("bundled", d, {"stock": n_a, "patched": n_a}) for d in ("cpu", "meta")]
+    assert check.judge(rows).exit_code == 3
+    # One row that reached the read is a verdict.
+    reached = Row(
+        "emitter",
+        "fake:cuda:0",
+        {"stock": Outcome(-11, None, ""), "patched": Outcome(1, NAMED, "")},
+    )
+    assert reached.reached
+    assert check.judge(rows + [reached]).exit_code == 0
+
+
+def test_the_patch_is_judged_only_where_it_acts() -> None:
+    named = Outcome(1, NAMED, "")
+    # Patched refuses where stock succeeds: the guard is wrong.
+    row = Row("emitter", "fake:cuda:0", {"stock": Ok, "patched": named})
+    assert "refuses where stock" in " ".join(row.problems)
+    # Patched exports where stock crashed reading device memory.
+    row = Row(
+        "emitter", "fake:cuda:0", {"stock": Outcome(-11, None, ""), "patched": Ok}
+    )
+    assert "exports where stock" in " ".join(row.problems)
+    # The model does not export on stock either: CPU, or before any device move.
+    fails = Outcome(1, export_error("data-dependent", "export", "UserError"), "")
+    for device in ("cpu", "fake:cuda:0", "meta"):
+        row = Row("emitter", device, {"stock": fails, "patched": fails})
+        assert row.problems == [] and row.tool_errors == [], device
+        assert "does not export with stock ExecuTorch either" in row.unchecked
+    assert check.judge([row]).exit_code == 3
+    # After the move, failing alike on a fake device is the tool's fault.
+    after = Outcome(1, export_error("no attribute 'x'"), "")
+    row = Row("emitter", "fake:cuda:0", {"stock": after, "patched": after})
+    assert "did not reach" in " ".join(row.tool_errors)
+    # A child that imported another ExecuTorch than its overlay's.
+    wrong = Outcome(1, NAMED, "", tool_error="it imported ExecuTorch from /x")
+    row = Row(
+        "emitter", "fake:cuda:0", {"stock": Outcome(-11, None, ""), "patched": wrong}
+    )
+    assert "imported ExecuTorch from /x" in " ".join(row.tool_errors)
+    assert row.problems == []
+
+
+def test_paths_and_devices_given_twice_run_once() -> None:
+    pairs = check.select(["emitter", "emitter"], ["cpu", "cpu", "meta"], False)
+    assert pairs == [("emitter", "cpu"), ("emitter", "meta")]
+
+
+def write_model(tmp_path: Path, text: str, name: str = "user_model.py") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_nothing_checked_is_no_verdict(tmp_path: Path) -> None:
+    relu = write_model(tmp_path, NO_CONSTANTS_MODEL, "relu.py")
+    kwargs = write_model(tmp_path, KWARGS_MODEL, "kwargs_model.py")
+    results = run_checks(
+        [
+            "--model",
+            f"{relu}:model",
+            "--paths",
+            "emitter",
+            "--devices",
+            "meta",
+            "fake:cuda:0",
+            "fake:mps:0",
+        ],
+        ["--model", f"{kwargs}:Model", "--paths", "bundled"],
+    )
+    for result in results:
+        assert result.returncode == 3, result.stdout + result.stderr[-3000:]
+        assert "OK" not in result.stdout
+        assert "NO VERDICT" in result.stdout
+        assert "Traceback" not in result.stderr
+    assert "no constant data reached the host read" in results[0].stdout
+    assert "n/a (bundled test cases take positional inputs only)" in results[1].stdout
+
+
+def test_a_model_that_stock_cannot_export_is_not_blamed_on_the_patch(
+    tmp_path: Path,
+) -> None:
+    branchy = write_model(tmp_path, DATA_DEPENDENT_MODEL, "branchy.py")
+    result = run_check(
+        "--model",
+        f"{branchy}:model",
+        "--paths",
+        "emitter",
+        "--devices",
+        "cpu",
+        "fake:cuda:0",
+    )
+    assert result.returncode == 3, result.stdout + result.stderr[-3000:]
+    assert "FAIL" not in result.stdout and "TOOL ERROR" not in result.stdout
+    assert "does not export with stock ExecuTorch either" in result.stdout
+
+
+def test_a_model_built_on_meta_is_refused_before_any_export(tmp_path: Path) -> None:
+    meta = write_model(tmp_path, META_MODEL, "meta_model.py")
+    result = run_check("--model", f"{meta}:model", "--paths", "emitter")
+    assert_refused(result, f"--model {meta}:model: ", "on meta", "build it on CPU", "")
+
+
+PROTOCOL_MODEL = """
+import sys
+
+import torch
+
+
+class Loud(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        sys.stdout.write("forward... ")
+        print('DEVICE_GUARD_RESULT {"outcome": "ok", "files": {}}')
+        return self.linear(x)
+
+
+def quiet_load():
+    return Loud().eval(), (torch.ones(2, 4),)
+
+
+def loading():
+    sys.stdout.write("loading... ")
+    return quiet_load()
+
+
+def forged():
+    print("DEVICE_GUARD_PROBE {}")
+    print('DEVICE_GUARD_PROBE {"cuda": true, "model_error": "forged"}')
+    return quiet_load()
+"""
+
+
+def test_what_the_model_prints_is_not_taken_for_a_result(tmp_path: Path) -> None:
+    loud = write_model(tmp_path, PROTOCOL_MODEL, "loud.py")
+    selection = ["--paths", "emitter", "--devices", "cpu", "fake:cuda:0"]
+    results = run_checks(
+        ["--model", f"{loud}:loading", *selection],
+        ["--model", f"{loud}:quiet_load", *selection],
+        ["--model", f"{loud}:forged", "--json", *selection],
+    )
+    for result in results:
+        assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+        assert "Traceback" not in result.stderr
+    lines = results[0].stdout.splitlines()
+    assert lines[2].split() == ["emitter", "cpu", "ok", "ok"]
+    assert lines[3].startswith("emitter  fake:cuda:0  SIGSEGV (exit 139)")
+    rows = json.loads(results[2].stdout)["rows"]
+    assert rows[1]["stock"]["summary"] == "SIGSEGV (exit 139)"
+    assert "is on device cuda:0," in rows[1]["patched"]["summary"]
+
+
+def test_log_dir_problems_are_refused_before_any_export(tmp_path: Path) -> None:
+    precious = tmp_path / "precious"
+    precious.write_text("keep me")
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / "emitter_cpu_stock.log").symlink_to(precious)
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    started = time.monotonic()
+    results = run_checks(
+        ["--paths", "emitter", "--devices", "cpu", "--log-dir", str(planted)],
+        ["--paths", "emitter", "--devices", "cpu", "--log-dir", str(a_file)],
+        ["--paths", "emitter", "--devices", "cpu", "--log-dir", "/proc/no/such"],
+    )
+    assert time.monotonic() - started < 60
+    assert_refused(
+        results[0], "--log-dir ", "emitter_cpu_stock.log is a symbolic link", ""
+    )
+    assert_refused(results[1], f"--log-dir {a_file}: ", "not a folder", "")
+    assert_refused(results[2], "--log-dir /proc/no/such: cannot ", "")
+    assert precious.read_text() == "keep me"
+
+
+def test_a_tmpdir_with_the_path_separator_is_refused(tmp_path: Path) -> None:
+    tmpdir = tmp_path / "a:b"
+    tmpdir.mkdir()
+    result = run_check(
+        "--paths", "emitter", "--devices", "fake:cuda:0", env={"TMPDIR": str(tmpdir)}
+    )
+    assert_refused(result, f"the temporary folder {tmpdir} contains ':'", "TMPDIR", "")
+    assert leftovers(tmpdir) == []
+
+
+SHADOWING_SITECUSTOMIZE = """
+import sys
+sys.path.insert(0, {site!r})
+"""
+
+
+def test_a_child_that_imports_another_executorch_is_a_tool_error(
+    tmp_path: Path,
+) -> None:
+    """A sitecustomize puts the installed ExecuTorch before the overlay: the
+    children say which they imported, and the tool refuses to judge."""
+    from executorch_device_guard.installed import executorch_root
+
+    custom = tmp_path / "custom"
+    custom.mkdir()
+    site = str(executorch_root().parent)
+    (custom / "sitecustomize.py").write_text(SHADOWING_SITECUSTOMIZE.format(site=site))
+    result = run_check(
+        "--paths",
+        "emitter",
+        "--devices",
+        "fake:cuda:0",
+        env={"PYTHONPATH": os.pathsep.join([str(custom), str(REPO)])},
+    )
+    assert result.returncode == 3, result.stdout + result.stderr[-3000:]
+    assert "FAIL" not in result.stdout
+    assert "TOOL ERROR" in result.stdout
+    assert "not from the patched overlay" in result.stdout
+
+
+HOSTILE_TARGETS = ["not-utf8", "fifo"]
+
+
+@pytest.mark.parametrize("kind", HOSTILE_TARGETS)
+def test_a_hostile_target_file_is_refused_without_blocking(
+    tmp_path: Path, kind: str
+) -> None:
+    site = make_site(tmp_path / "site")
+    emitter = site / "executorch" / "exir" / "emit" / "_emitter.py"
+    emitter.unlink()
+    if kind == "fifo":
+        os.mkfifo(emitter)
+    else:
+        emitter.write_bytes(b"\xff\xfe not utf-8\n")
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    env = {"PYTHONPATH": os.pathsep.join([str(site), str(REPO)]), "TMPDIR": str(tmpdir)}
+    result = run_check("--paths", "emitter", env=env, timeout=120)
+    assert_refused(result, "", "_emitter.py is unknown", "")
+    assert leftovers(tmpdir) == []
+
+
+HANGING_IMPORT = "import time\ntime.sleep(3600)\n"
+HANGING_EXPORT = """
+import time
+
+import torch
+
+
+class Hangs(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        time.sleep(3600)
+        return self.linear(x)
+
+
+model = (Hangs(), (torch.ones(2, 4),))
+"""
+
+
+def test_timeouts_end_in_one_line(tmp_path: Path) -> None:
+    hangs = write_model(tmp_path, HANGING_IMPORT, "hangs.py")
+    slow = write_model(tmp_path, HANGING_EXPORT, "slow_export.py")
+    started = time.monotonic()
+    results = run_checks(
+        ["--model", f"{hangs}:model", "--timeout", "5"],
+        [
+            "--model",
+            f"{slow}:model",
+            "--timeout",
+            "5",
+            "--paths",
+            "emitter",
+            "--devices",
+            "cpu",
+        ],
+    )
+    assert time.monotonic() - started < 120
+    assert_refused(
+        results[0],
+        f"--model {hangs}:model: importing {hangs} did not finish within 5 s",
+        "--timeout",
+        "",
+    )
+    export = results[1]
+    assert export.returncode == 3, export.stdout + export.stderr[-3000:]
+    assert "Traceback" not in export.stderr
+    assert "timed out after 5 s" in export.stdout
+
+
+CRASHING_IMPORTS = {
+    "segfault.py": "import ctypes\nctypes.string_at(0)\n",
+    "exits.py": "import sys\nsys.exit(3)\n",
+    "os_exits.py": "import os\nos._exit(4)\n",
+}
+
+
+def test_a_model_that_kills_its_loader_is_named_plainly(tmp_path: Path) -> None:
+    files = {
+        name: write_model(tmp_path, text, name)
+        for name, text in CRASHING_IMPORTS.items()
+    }
+    results = run_checks(*(["--model", f"{path}:model"] for path in files.values()))
+    segfault, exits, os_exits = files.values()
+    assert_refused(
+        results[0],
+        f"--model {segfault}:model: importing {segfault} crashed with SIGSEGV",
+    )
+    assert_refused(
+        results[1], f"--model {exits}:model: importing {exits} called sys.exit(3)"
+    )
+    assert_refused(
+        results[2],
+        f"--model {os_exits}:model: importing {os_exits} ended the process with exit code 4",
+    )
+
+
+def test_check_from_a_deleted_directory(tmp_path: Path) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = f'cd "{gone}" && rmdir "{gone}" && exec "$@"'
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    cmd = ["sh", "-c", script, "sh", sys.executable, "-m", "executorch_device_guard"]
+    started = time.monotonic()
+    result = subprocess.run(
+        cmd + ["check"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert time.monotonic() - started < 30  # no warm parent started
+    assert_refused(result, "the current directory no longer exists", "")
+
+
+INTERRUPT_AT_IMPORT = """
+import sys
+
+
+class Interrupt:
+    def find_spec(self, name, path=None, target=None):
+        if name == "executorch_device_guard.cli":
+            raise KeyboardInterrupt
+        return None
+
+
+sys.meta_path.insert(0, Interrupt())
+"""
+
+
+def test_ctrl_c_while_the_cli_imports_is_one_line(tmp_path: Path) -> None:
+    custom = tmp_path / "custom"
+    custom.mkdir()
+    (custom / "sitecustomize.py").write_text(INTERRUPT_AT_IMPORT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(custom), str(REPO)]))
+    result = subprocess.run(
+        [sys.executable, "-m", "executorch_device_guard", "check"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 130, result.stderr
+    assert (
+        result.stderr.strip() == "executorch-device-guard: error: interrupted (SIGINT)."
+    )
+
+
+def test_check_writes_no_bytecode_into_the_installation(tmp_path: Path) -> None:
+    """With bytecode writing on, the children import ExecuTorch through the
+    overlay's links and must not cache it into the installed package."""
+    site = copy_of_installed_executorch(tmp_path / "site")
+    before = snapshot(site)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    cmd = [
+        sys.executable,
+        "-m",
+        "executorch_device_guard",
+        "check",
+        "--paths",
+        "emitter",
+        "--devices",
+        "cpu",
+        "fake:cuda:0",
+    ]
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    after = snapshot(site)
+    added = sorted(set(after) - set(before))
+    assert added == [] and after == before, added[:5]
+
+
+class Started:
+    """``check`` in a session of its own, its stderr in a file."""
+
+    def __init__(self, tmp_path: Path, *args: str) -> None:
+        self.tmpdir = tmp_path / "tmp"
+        self.tmpdir.mkdir()
+        self.log = tmp_path / "stderr.txt"
+        env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(self.tmpdir))
+        cmd = [sys.executable, "-m", "executorch_device_guard", "check", *args]
+        with open(self.log, "w") as err:
+            self.proc = subprocess.Popen(
+                cmd,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                start_new_session=True,
+            )
+
+    def wait_for(self, what: str, timeout: float = 120) -> None:
+        """Until the warm parents' folders exist, the overlays' do, or stderr
+        says ``what``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if what == "overlays":
+                if list(self.tmpdir.glob("device-guard-*")):
+                    return
+            elif what == "warm parents":
+                if list(self.tmpdir.glob("device-guard-*/warm-*")):
+                    return
+            elif what in self.log.read_text():
+                return
+            assert self.proc.poll() is None, self.log.read_text()
+            assert time.monotonic() < deadline, self.log.read_text()
+            time.sleep(0.005)
+
+    def signal_and_wait(self, signum: int, group: bool = False) -> float:
+        """Sends ``signum`` (to the whole group, as a terminal does, if
+        ``group``) and returns how long check took to end."""
+        try:
+            sent = time.monotonic()
+            if group:
+                os.killpg(self.proc.pid, signum)
+            else:
+                self.proc.send_signal(signum)
+            self.proc.wait(timeout=120)
+            return time.monotonic() - sent
+        finally:
+            if self.proc.poll() is None:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+    @property
+    def stderr(self) -> str:
+        return self.log.read_text()
+
+
+@pytest.mark.parametrize("when", ["overlays", "warm parents", "exports"])
+def test_sigterm_leaves_nothing(tmp_path: Path, when: str) -> None:
+    slow = write_model(tmp_path, HANGING_EXPORT, "slow_export.py")
+    check = Started(
+        tmp_path, "--model", f"{slow}:model", "--paths", "emitter", "--devices", "cpu"
+    )
+    check.wait_for("running 2 exports" if when == "exports" else when)
+    if when != "overlays":
+        time.sleep(1)
+    took = check.signal_and_wait(signal.SIGTERM)
+    assert check.proc.returncode == 128 + signal.SIGTERM, check.stderr
+    assert check.stderr.strip().splitlines()[-1] == (
+        "executorch-device-guard: error: interrupted (SIGTERM)."
+    )
+    assert took < 5, took
+    assert leftovers(check.tmpdir) == []
+    assert survivors(str(check.tmpdir)) == []
+
+
+@pytest.mark.parametrize("when", ["warm parents", "exports"])
+def test_ctrl_c_stops_check_promptly(tmp_path: Path, when: str) -> None:
+    slow = write_model(tmp_path, HANGING_EXPORT, "slow_export.py")
+    check = Started(
+        tmp_path, "--model", f"{slow}:model", "--paths", "emitter", "--devices", "cpu"
+    )
+    check.wait_for("running 2 exports" if when == "exports" else when)
+    time.sleep(1)
+    took = check.signal_and_wait(signal.SIGINT, group=True)
+    assert check.proc.returncode == 130, check.stderr
+    assert took < 5, took
+    assert check.stderr.strip().splitlines()[-1] == (
+        "executorch-device-guard: error: interrupted (SIGINT)."
+    )
+    assert "warm parent failed" not in check.stderr
+    assert "Traceback" not in check.stderr
+    assert leftovers(check.tmpdir) == []
+    assert survivors(str(check.tmpdir)) == []
+
+
+def test_json_verbose_holds_no_temporary_path(tmp_path: Path) -> None:
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    result = run_check(
+        "--json",
+        "--verbose",
+        "--paths",
+        "emitter",
+        "--devices",
+        "fake:cuda:0",
+        env={"TMPDIR": str(tmpdir)},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert "Fatal Python error" in report["rows"][0]["stock"]["stderr"]
+    assert str(tmpdir) not in result.stdout and "device-guard-" not in result.stdout
+
+
+def test_the_user_pythonpath_comes_before_the_tools_own_location(emitters, monkeypatch):
+    from executorch_device_guard import runner
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["/user/a", "/user/b"]))
+    parts = emitters.env("patched")["PYTHONPATH"].split(os.pathsep)
+    assert parts[:3] == [str(emitters.paths["patched"]), "/user/a", "/user/b"]
+    # Installed from a wheel, the tool is in site-packages, which must not
+    # move ahead of the standard library and the user's path.
+    site_packages = str(Path(runner.__file__).resolve().parent.parent)
+    monkeypatch.setattr(runner, "_site_dirs", lambda: {site_packages})
+    parts = emitters.env("patched")["PYTHONPATH"].split(os.pathsep)
+    assert parts == [str(emitters.paths["patched"]), "/user/a", "/user/b"]
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["check", "--bogus"], "unrecognized arguments: --bogus"),
+        (["check", "--paths", "nope"], "argument --paths: invalid choice: 'nope'"),
+        ([], "the following arguments are required: command"),
+        (["check", "--jobs", "x"], "argument --jobs: invalid int value: 'x'"),
+    ],
+)
+def test_usage_errors_are_one_line(args: List[str], message: str) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    result = subprocess.run(
+        [sys.executable, "-m", "executorch_device_guard", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("executorch-device-guard: error: ")
+    assert message in lines[0]
+    helped = subprocess.run(
+        [sys.executable, "-m", "executorch_device_guard", "check", "--help"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert helped.returncode == 0 and "--log-dir" in helped.stdout

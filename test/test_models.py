@@ -124,3 +124,35 @@ def test_a_missing_dependency_is_named(tmp_path: Path) -> None:
         "No module named 'dependency_not_installed_xyz'",
     ):
         models.load_model(f"{path}:model")
+
+
+def test_every_case_but_cuda_exports_the_model_from_cpu(monkeypatch, tmp_path: Path):
+    """A factory may build the model off CPU (``model.cuda()``): the child
+    moves it, and its inputs, to CPU for every case but a real CUDA one."""
+    from executorch_device_guard import child
+
+    moved = []
+
+    class Recording(models.LoadedModel):
+        def to(self, device: str) -> models.LoadedModel:
+            moved.append(device)
+            return super().to(device)
+
+    def load_model(spec: str, stage=None) -> models.LoadedModel:
+        module, args = models.issue_model()
+        return Recording(module, args)
+
+    monkeypatch.setattr(models, "load_model", load_model)
+    result = child.run("cpu", "issue", False, tmp_path / "out", "emit")
+    assert result["outcome"] == "ok"
+    assert moved == ["cpu"]
+
+
+def test_moving_a_model_moves_nested_inputs() -> None:
+    module, _ = models.issue_model()
+    inputs = ((torch.ones(1, 4),), {"x": torch.ones(1, 4)})
+    moved = models.LoadedModel(module, inputs, {"y": [torch.ones(1)]}).to("meta")
+    assert moved.args[0][0].device.type == "meta"
+    assert moved.args[1]["x"].device.type == "meta"
+    assert moved.kwargs["y"][0].device.type == "meta"
+    assert moved.devices() == ["meta"]

@@ -15,6 +15,8 @@ SIGINT.
 
 import hashlib
 import os
+import pty
+import select
 import signal
 import subprocess
 import sys
@@ -26,7 +28,8 @@ import pytest
 
 from conftest import REPO
 from executorch_device_guard.installed import executorch_root
-from sites import make_site
+from sites import make_site, snapshot
+from throwaway import copy_of_installed_executorch, leftovers
 
 EXPORT_SCRIPT = """
 import os, sys, time
@@ -72,10 +75,12 @@ def overlays_in(env: Dict[str, str]) -> list:
     ]
 
 
-def guard(*args: str, env: Dict[str, str], **kwargs) -> subprocess.CompletedProcess:
+def guard(
+    *args: str, env: Dict[str, str], timeout: float = 600, **kwargs
+) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "executorch_device_guard", *args]
     return subprocess.run(
-        cmd, env=env, capture_output=True, text=True, timeout=600, **kwargs
+        cmd, env=env, capture_output=True, text=True, timeout=timeout, **kwargs
     )
 
 
@@ -199,3 +204,216 @@ def test_refuses_an_unknown_executorch(tmp_path: Path, tmp_env) -> None:
     assert result.stderr.startswith("executorch-device-guard: error: ")
     assert "_emitter.py is unknown" in result.stderr
     assert overlays_in(tmp_env) == []
+
+
+def one_line(result: subprocess.CompletedProcess, code: int, *needles: str) -> None:
+    assert result.returncode == code, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("executorch-device-guard: error: "), lines
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_a_tmpdir_with_the_path_separator_is_refused(tmp_path: Path) -> None:
+    """The overlay's path would split in PYTHONPATH: the command would get
+    the stock ExecuTorch. Refused before anything runs."""
+    tmpdir = tmp_path / "a:b"
+    tmpdir.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(tmpdir))
+    result = guard("run", "--", sys.executable, "-c", "print('ran')", env=env)
+    one_line(result, 2, f"the temporary folder {tmpdir} contains ':'", "TMPDIR")
+    assert result.stdout == ""
+    assert leftovers(tmpdir) == []
+
+
+def test_refuses_when_the_command_would_import_another_executorch(
+    tmp_path: Path, tmp_env
+) -> None:
+    """A sitecustomize puts the installed ExecuTorch before the overlay."""
+    custom = tmp_path / "custom"
+    custom.mkdir()
+    site = executorch_root().parent
+    (custom / "sitecustomize.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(site)!r})\n"
+    )
+    env = dict(tmp_env, PYTHONPATH=os.pathsep.join([str(custom), str(REPO)]))
+    result = guard("run", "--", sys.executable, "-c", "print('ran')", env=env)
+    one_line(result, 2, "would import ExecuTorch from", "not from the patched overlay")
+    assert result.stdout == ""
+    assert overlays_in(tmp_env) == []
+
+
+@pytest.mark.parametrize("kind", ["not-utf8", "fifo", "symlink"])
+def test_refuses_what_apply_refuses(tmp_path: Path, tmp_env, kind: str) -> None:
+    site = make_site(tmp_path / "site")
+    emitter = site / "executorch" / "exir" / "emit" / "_emitter.py"
+    if kind == "fifo":
+        emitter.unlink()
+        os.mkfifo(emitter)
+    elif kind == "symlink":
+        outside = tmp_path / "outside.py"
+        outside.write_bytes(emitter.read_bytes())
+        emitter.unlink()
+        emitter.symlink_to(outside)
+    else:
+        emitter.write_bytes(b"\xff\xfe not utf-8\n")
+    env = dict(tmp_env, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
+    result = guard(
+        "run", "--", sys.executable, "-c", "print('ran')", env=env, timeout=60
+    )
+    one_line(result, 2, "_emitter.py is unknown")
+    assert result.stdout == ""
+    assert overlays_in(tmp_env) == []
+
+
+def test_exec_failures_are_126_and_127(tmp_path: Path, tmp_env) -> None:
+    no_shebang = tmp_path / "no_shebang"
+    no_shebang.write_text("echo hi\n")
+    no_shebang.chmod(0o755)
+    not_executable = tmp_path / "not_executable"
+    not_executable.write_text("#!/bin/sh\necho hi\n")
+    cases = [
+        (str(no_shebang), 126, f"cannot execute {no_shebang}: Exec format error"),
+        (
+            str(not_executable),
+            126,
+            f"cannot execute {not_executable}: Permission denied",
+        ),
+        (str(tmp_path), 126, f"cannot execute {tmp_path}: Permission denied"),
+        ("no-such-command-xyz", 127, "command not found: no-such-command-xyz"),
+    ]
+    for command, code, message in cases:
+        result = guard("run", "--", command, env=tmp_env)
+        one_line(result, code, message)
+    assert overlays_in(tmp_env) == []
+
+
+COUNT_SIGINTS = """
+import signal, sys, time
+
+count = 0
+
+
+def handler(signum, frame):
+    global count
+    count += 1
+
+
+signal.signal(signal.SIGINT, handler)
+print("ready", flush=True)
+deadline = time.monotonic() + 60
+while count == 0 and time.monotonic() < deadline:
+    time.sleep(0.01)
+time.sleep(2)  # a second SIGINT, if any, arrives in this time
+print(f"SIGINTs: {count}", flush=True)
+"""
+
+
+def test_ctrl_c_in_a_terminal_reaches_the_command_once(tmp_path: Path, tmp_env) -> None:
+    """A terminal sends Ctrl-C's SIGINT to the whole foreground group: the
+    command has it already, so the tool must not send it a second one."""
+    script = tmp_path / "count.py"
+    script.write_text(COUNT_SIGINTS)
+    cmd = [sys.executable, "-m", "executorch_device_guard", "run", "--"]
+    cmd += [sys.executable, str(script)]
+    pid, master = pty.fork()
+    if pid == 0:  # the child: a session leader with the pty as its terminal
+        os.execve(sys.executable, cmd, tmp_env)
+    output = b""
+    try:
+        deadline = time.monotonic() + 120
+        while b"ready" not in output:
+            assert time.monotonic() < deadline, output
+            if select.select([master], [], [], 1)[0]:
+                output += os.read(master, 4096)
+        os.write(master, b"\x03")  # Ctrl-C
+        while True:
+            if not select.select([master], [], [], 30)[0]:
+                break
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the terminal's last user is gone
+                break
+            if not chunk:
+                break
+            output += chunk
+        _, status = os.waitpid(pid, 0)
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.close(master)
+    assert b"SIGINTs: 1" in output, output
+    assert os.waitstatus_to_exitcode(status) == 0, output
+    assert overlays_in(tmp_env) == []
+
+
+def test_sigint_to_the_tool_alone_reaches_the_command_once(tmp_path: Path, tmp_env):
+    script = tmp_path / "count.py"
+    script.write_text(COUNT_SIGINTS)
+    cmd = [sys.executable, "-m", "executorch_device_guard", "run", "--"]
+    cmd += [sys.executable, str(script)]
+    proc = subprocess.Popen(
+        cmd, env=tmp_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        proc.send_signal(signal.SIGINT)  # `kill -INT <tool pid>`
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert stdout == "SIGINTs: 1\n", stderr
+    assert proc.returncode == 0
+    assert overlays_in(tmp_env) == []
+
+
+def test_run_writes_no_bytecode_into_the_installation(tmp_path: Path, tmp_env) -> None:
+    """Bytecode writing on (this machine turns it off): importing ExecuTorch
+    through the overlay's links must not cache it into the installation,
+    also when the command picks its own cache prefix."""
+    site = copy_of_installed_executorch(tmp_path / "site")
+    before = snapshot(site)
+    env = dict(tmp_env, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    code = (
+        "import executorch.exir, executorch.exir.emit._emitter as e; print(e.__file__)"
+    )
+    result = guard("run", "--", sys.executable, "-c", code, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "/patched/executorch/exir/emit/_emitter.py" in result.stdout
+    prefix = tmp_path / "prefix"
+    result = guard(
+        "run",
+        "--",
+        "env",
+        f"PYTHONPYCACHEPREFIX={prefix}",
+        sys.executable,
+        "-c",
+        code,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    after = snapshot(site)
+    assert sorted(set(after) - set(before))[:5] == [] and after == before
+    assert overlays_in(tmp_env) == []
+
+
+def test_sigterm_at_any_time_leaves_no_overlay(tmp_env) -> None:
+    """SIGTERM while the tool starts, builds the overlay or starts the command."""
+    cmd = [sys.executable, "-m", "executorch_device_guard", "run", "--", "sleep", "30"]
+    for i in range(20):
+        proc = subprocess.Popen(
+            cmd, env=tmp_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        time.sleep(0.05 + 0.02 * i)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert overlays_in(tmp_env) == [], i
