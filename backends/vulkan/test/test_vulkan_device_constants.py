@@ -52,9 +52,9 @@ class TestVulkanDeviceConstants(unittest.TestCase):
             to_edge_transform_and_lower(program, partitioner=[VulkanPartitioner()])
         self.assertEqual(
             str(context.exception),
-            "Constant data for 'linear.weight' is on device meta, but the Vulkan "
-            "delegate serializes constant data from CPU memory. A meta tensor has "
-            "no data: load or initialize it on CPU before lowering.",
+            "Constant tensor data for 'linear.weight' is on device meta, but the "
+            "Vulkan delegate serializes constant data from CPU memory. A meta "
+            "tensor has no data: load or initialize it on CPU before lowering.",
         )
 
     def test_cpu_model_serializes_weights(self) -> None:
@@ -63,6 +63,10 @@ class TestVulkanDeviceConstants(unittest.TestCase):
             export(model, (torch.ones(2, 4),), strict=True),
             partitioner=[VulkanPartitioner()],
         ).to_executorch()
+        plan = executorch_program.executorch_program.execution_plan[0]
+        self.assertEqual(
+            [delegate.id for delegate in plan.delegates], ["VulkanBackend"]
+        )
         for param in model.parameters():
             self.assertIn(param.detach().numpy().tobytes(), executorch_program.buffer)
 
@@ -87,6 +91,6 @@ class TestVulkanDeviceConstants(unittest.TestCase):
         self.assertEqual(
             str(context.exception),
             "Constant tensor 1 is on device meta, but the Vulkan delegate "
-            "serializes constant data from CPU memory. A meta tensor has no data "
-            "to serialize.",
+            "serializes constant data from CPU memory. A meta tensor has no data: "
+            "load or initialize it on CPU before lowering.",
         )

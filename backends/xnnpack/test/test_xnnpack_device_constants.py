@@ -36,9 +36,9 @@ class TestXnnpackDeviceConstants(unittest.TestCase):
             to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
         self.assertEqual(
             str(context.exception),
-            "Constant data for 'linear.weight' is on device meta, but XNNPACK "
-            "serializes constant data from CPU memory. A meta tensor has no data: "
-            "load or initialize it on CPU before lowering.",
+            "Constant tensor data for 'linear.weight' is on device meta, but "
+            "XNNPACK serializes constant data from CPU memory. A meta tensor has no "
+            "data: load or initialize it on CPU before lowering.",
         )
 
     def test_cpu_model_lowers(self) -> None:
@@ -48,6 +48,10 @@ class TestXnnpackDeviceConstants(unittest.TestCase):
         executorch_program = to_edge_transform_and_lower(
             export(model, (x,), strict=True), partitioner=[XnnpackPartitioner()]
         ).to_executorch()
+        plan = executorch_program.executorch_program.execution_plan[0]
+        self.assertEqual(
+            [delegate.id for delegate in plan.delegates], ["XnnpackBackend"]
+        )
         outputs = _load_for_executorch_from_buffer(executorch_program.buffer).forward(
             (x,)
         )

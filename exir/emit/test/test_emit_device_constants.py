@@ -10,12 +10,7 @@ import re
 import unittest
 
 import torch
-from executorch.exir import (
-    EdgeProgramManager,
-    ExecutorchBackendConfig,
-    to_edge,
-    to_edge_transform_and_lower,
-)
+from executorch.exir import EdgeProgramManager, ExecutorchBackendConfig, to_edge
 from executorch.exir.error import InternalError
 from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
 from parameterized import parameterized
@@ -105,7 +100,7 @@ class Concat(torch.nn.Module):
 
 class TestEmitDeviceConstants(unittest.TestCase):
     def _edge(self, model: torch.nn.Module, *inputs) -> EdgeProgramManager:
-        return to_edge_transform_and_lower(export(model.eval(), inputs, strict=True))
+        return to_edge(export(model.eval(), inputs, strict=True))
 
     def _move_constant(self, edge: EdgeProgramManager, fqn: str, device: str):
         state_dict = edge.exported_program().state_dict
