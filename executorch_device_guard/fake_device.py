@@ -162,6 +162,11 @@ class _KeepDeviceClaims(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN
         kwargs = kwargs or {}
         result = func(*args, **kwargs)
+        if torch.compiler.is_compiling():
+            # Dynamo tracing a graph (XNNPACK's passes export pattern graphs):
+            # no constant is made here, and some Dynamo versions cannot trace
+            # the checks below (torch 2.11: isinstance on a storage).
+            return result
         if func is torch.Tensor.__deepcopy__:
             # deepcopy(tensor, memo): the copy must also be the memo's entry.
             copied = _claimed([args[0]], result)
