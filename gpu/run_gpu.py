@@ -23,6 +23,7 @@ import importlib.util
 import json
 import platform
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -45,6 +46,29 @@ def issue_reproducer() -> str:
     text = CUDA_TEST.read_text()
     pattern = r'_EXPORT_CUDA_MODEL_WITHOUT_PARTITIONER = """(.*?)"""'
     return re.search(pattern, text, re.S).group(1)
+
+
+def through_partitioner(module: str, partitioner: str) -> str:
+    """The reproducer's model, lowered with a CPU backend's partitioner."""
+    return issue_reproducer().replace(
+        "export(model, (example,)))",
+        f"export(model, (example,)), partitioner=[{partitioner}()])",
+    ).replace(
+        "from executorch.exir import",
+        f"from {module} import {partitioner}\nfrom executorch.exir import",
+    )
+
+
+PARTITIONERS = {
+    "xnnpack": (
+        "executorch.backends.xnnpack.partition.xnnpack_partitioner",
+        "XnnpackPartitioner",
+    ),
+    "vulkan": (
+        "executorch.backends.vulkan.partitioner.vulkan_partitioner",
+        "VulkanPartitioner",
+    ),
+}
 
 
 def crash_site(stderr: str) -> str:
@@ -82,7 +106,15 @@ def named_data_store_evidence() -> Dict:
     return result
 
 
-STEPS = ["reproducer", "upstream", "check", "cuda-partitioner", "named-data-store"]
+STEPS = [
+    "reproducer",
+    "upstream",
+    "check",
+    "cuda-partitioner",
+    "named-data-store",
+    "partitioners",
+    "check-cuda-model",
+]
 DEFAULT_STEPS = ["reproducer", "upstream", "check", "cuda-partitioner"]
 
 
@@ -105,13 +137,19 @@ def main(out: Path, steps: List[str]) -> int:
     with Emitters(REPO) as emitters:
         summary["overlays"] = {e: str(p) for e, p in emitters.paths.items()}
 
-        # 1. The issue's reproducer, verbatim.
-        for emitter in EMITTERS if "reproducer" in steps else []:
+        # 1. The issue's reproducer, verbatim; then its model through the CPU
+        # backends' partitioners, which read the weights themselves.
+        scripts = {"reproducer": issue_reproducer()} if "reproducer" in steps else {}
+        if "partitioners" in steps:
+            for backend, (module, partitioner) in PARTITIONERS.items():
+                scripts[backend] = through_partitioner(module, partitioner)
+        for (name, script), emitter in (
+            (item, emitter) for item in scripts.items() for emitter in EMITTERS
+        ):
             start = time.monotonic()
-            proc = emitters.run(
-                emitter, ["-X", "faulthandler", "-c", issue_reproducer()]
-            )
-            summary[f"reproducer_{emitter}"] = {
+            proc = emitters.run(emitter, ["-X", "faulthandler", "-c", script])
+            key = "reproducer" if name == "reproducer" else f"partitioner_{name}"
+            summary[f"{key}_{emitter}"] = {
                 "returncode": proc.returncode,
                 "shell_exit": (
                     proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
@@ -131,7 +169,7 @@ def main(out: Path, steps: List[str]) -> int:
                 ),
                 "seconds": round(time.monotonic() - start, 1),
             }
-            print(emitter, "reproducer:", summary[f"reproducer_{emitter}"], flush=True)
+            print(emitter, name, summary[f"{key}_{emitter}"], flush=True)
 
         # 2. The upstream test modules with plain pytest, the CUDA test running.
         save(out, summary)
@@ -187,7 +225,24 @@ def main(out: Path, steps: List[str]) -> int:
             summary["cuda_partitioner"] = partitioned
             print("CudaPartitioner:", json.dumps(partitioned, indent=1), flush=True)
 
-    # 5. The named data store reads tensors through torch, not a raw pointer.
+    # 5. check --model with a model built on CUDA: every row but cuda moves it
+    # to CPU first.
+    save(out, summary)
+    if "check-cuda-model" in steps:
+        command = [sys.executable, "-m", "executorch_device_guard", "check"]
+        command += ["--model", "gpu/cuda_model.py:make", "--jobs", "8"]
+        start = time.monotonic()
+        proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+        (out / "check-cuda-model.txt").write_text(proc.stderr + proc.stdout)
+        summary["check_cuda_model"] = {
+            "command": " ".join(command[1:]),
+            "returncode": proc.returncode,
+            "verdict": last_line(proc.stdout),
+            "seconds": round(time.monotonic() - start, 1),
+        }
+        print(proc.stderr + proc.stdout, flush=True)
+
+    # 6. The named data store reads tensors through torch, not a raw pointer.
     save(out, summary)
     if "named-data-store" in steps:
         summary["named_data_store"] = named_data_store_evidence()
