@@ -74,11 +74,30 @@ class FileState(enum.Enum):
     MISSING = "missing"
 
 
+def _search_path() -> List[str]:
+    """``sys.path`` without the current folder that ``python -m`` or ``-c``
+    puts first: a package or dist-info there is not the interpreter's
+    installation. (A console script's first entry is its bin folder.)"""
+    path = list(sys.path)
+    if path and not getattr(sys.flags, "safe_path", False):
+        try:
+            here = os.path.realpath(os.getcwd())
+        except OSError:
+            here = None
+        if path[0] == "" or os.path.realpath(path[0]) == here:
+            del path[0]
+    return path
+
+
+def _distribution() -> Optional[importlib.metadata.Distribution]:
+    """The installed ``executorch`` distribution, found on ``_search_path``."""
+    found = importlib.metadata.distributions(name="executorch", path=_search_path())
+    return next(iter(found), None)
+
+
 def executorch_version() -> Optional[str]:
-    try:
-        return importlib.metadata.version("executorch")
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    dist = _distribution()
+    return dist.version if dist is not None else None
 
 
 def reinstall_command() -> str:
@@ -90,17 +109,18 @@ def reinstall_command() -> str:
 def executorch_root() -> Path:
     """The package folder of the interpreter's installed ``executorch`` distribution.
 
-    Refuses when ``import executorch`` would load another folder, e.g. an
-    ``executorch/`` in the current directory, which ``python -m`` puts first.
+    The distribution is looked up without the current folder that ``python
+    -m`` puts first on ``sys.path`` (``_search_path``), and the command refuses
+    when ``import executorch`` would load another folder, e.g. an
+    ``executorch/`` there, with or without a dist-info beside it.
     """
-    try:
-        dist = importlib.metadata.distribution("executorch")
-    except importlib.metadata.PackageNotFoundError:
+    dist = _distribution()
+    if dist is None:
         raise GuardError(
             f"ExecuTorch is not installed in this environment ({sys.executable} "
             "has no 'executorch' distribution). Install it, or run the tool "
             "with the Python of the environment that has it."
-        ) from None
+        )
     root = Path(dist.locate_file("executorch"))
     files = dist.files
     if files is not None and not any(

@@ -225,16 +225,20 @@ def test_refuses_an_editable_install(tmp_path: Path, site: Path) -> None:
     assert hashes(tmp_path) == before
 
 
-@pytest.mark.parametrize("regular", [False, True], ids=["namespace", "regular"])
+@pytest.mark.parametrize("shadow", ["namespace", "regular", "with-dist-info"])
 def test_refuses_an_executorch_folder_that_shadows_the_installed_one(
-    tmp_path: Path, site: Path, regular: bool
+    tmp_path: Path, site: Path, shadow: str
 ) -> None:
-    """`python -m` puts the current directory first on sys.path."""
+    """`python -m` puts the current directory first on sys.path, where
+    importlib.metadata finds a dist-info too (as `pip install --target .`
+    leaves, or standing in another environment's site-packages)."""
     work = tmp_path / "work"
+    if shadow == "with-dist-info":
+        make_site(work)
     for rel, data in STOCK.items():
         (work / "executorch" / rel).parent.mkdir(parents=True, exist_ok=True)
         (work / "executorch" / rel).write_bytes(data)
-    if regular:
+    if shadow == "regular":
         (work / "executorch" / "__init__.py").write_text("")
     before = hashes(tmp_path)
     for command in ("apply", "revert", "status"):
