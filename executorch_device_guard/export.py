@@ -48,18 +48,49 @@ def _new_file_diff(path: str, data: bytes) -> str:
 AUTHOR = re.compile(r"^[^<>\n]+ <[^<>\s]+@[^<>\s]+>$")
 
 
+def _shown(text: str) -> str:
+    """``text`` as its bytes, escaped: ``N\\xff`` for a byte that is not UTF-8."""
+    try:
+        data = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        data = text.encode("utf-8", "backslashreplace")
+    return repr(data)[2:-1]
+
+
 def git_author() -> Optional[str]:
-    """``Name <email>`` from ``git config``, or None when either is unset."""
+    """``Name <email>`` from ``git config``, or None when either is unset;
+    raises GuardError when one is not UTF-8 text."""
     values = []
     for key in ("user.name", "user.email"):
         try:
             proc = subprocess.run(
-                ["git", "config", key], capture_output=True, text=True, timeout=30
+                ["git", "config", key], capture_output=True, timeout=30
             )
         except OSError:
             return None
-        values.append(proc.stdout.strip())
+        try:
+            values.append(proc.stdout.decode("utf-8").strip())
+        except UnicodeDecodeError:
+            shown = _shown(proc.stdout.strip().decode("utf-8", "surrogateescape"))
+            raise GuardError(
+                f"git config {key} is not UTF-8 text ({shown}). Set it again in "
+                f"UTF-8 (git config --global {key} ...), or pass --author "
+                "'Name <email>'."
+            ) from None
     return f"{values[0]} <{values[1]}>" if all(values) else None
+
+
+def check_author(author: str) -> None:
+    """Refuses an author that is not ``Name <email>`` in UTF-8 text."""
+    try:
+        author.encode("utf-8")
+    except UnicodeEncodeError:
+        raise GuardError(
+            f"--author is not UTF-8 text ({_shown(author)}). Give the name and "
+            "email in UTF-8: --author 'Name <email>'."
+        ) from None
+    if not AUTHOR.match(author):
+        raise GuardError(f"--author must look like 'Name <email>', not {author!r}.")
 
 
 def _with_author(text: str, author: str, date: str) -> str:
@@ -148,8 +179,7 @@ def _write(out: Path, text: str) -> None:
 
 def export(root: Path, dest: Path, author: str, force: bool = False) -> List[Path]:
     """Writes one mbox per series entry into ``dest``, authored by ``author``."""
-    if not AUTHOR.match(author):
-        raise GuardError(f"--author must look like 'Name <email>', not {author!r}.")
+    check_author(author)
     series = read_series(root)
     if dest.is_dir():
         for entry in series:

@@ -19,6 +19,7 @@ from conftest import REPO
 from executorch_device_guard import installed
 from executorch_device_guard.installed import executorch_root, FileState
 from executorch_device_guard.patchset import apply_all, patched_files, read_series
+from sites import snapshot
 
 SERIES = read_series(REPO)
 AUTHOR = "Jane Doe <jane@example.com>"
@@ -130,6 +131,41 @@ def test_refuses_a_malformed_author(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1, result.stderr
     assert "must look like 'Name <email>'" in result.stderr
+
+
+def _one_line_and_nothing_created(tmp_path: Path, before, result, *needles) -> None:
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    for needle in needles:
+        assert needle in result.stderr, result.stderr
+    assert snapshot(tmp_path) == before
+    assert not (tmp_path / "out").exists()
+
+
+def test_refuses_an_author_that_is_not_utf8(tmp_path: Path) -> None:
+    """``--author $'N\\xff <a@b.c>'``: the bytes reach Python as surrogates."""
+    before = snapshot(tmp_path)
+    result = export(tmp_path / "out", "--author", os.fsdecode(b"N\xff <a@b.c>"))
+    _one_line_and_nothing_created(
+        tmp_path, before, result, "--author is not UTF-8 text", "N\\xff"
+    )
+
+
+def test_refuses_a_git_config_name_that_is_not_utf8(tmp_path: Path) -> None:
+    config = tmp_path / "gitconfig"
+    config.write_bytes(b"[user]\n\tname = J\xf6rg\n\temail = j@example.com\n")
+    env = dict(os.environ, GIT_CONFIG_GLOBAL=str(config), GIT_CONFIG_NOSYSTEM="1")
+    before = snapshot(tmp_path)
+    result = export(tmp_path / "out", env=env, cwd=tmp_path)
+    _one_line_and_nothing_created(
+        tmp_path,
+        before,
+        result,
+        "git config user.name is not UTF-8 text",
+        "J\\xf6rg",
+        "--author",
+    )
 
 
 def test_non_ascii_author_survives_git_am(tmp_path: Path) -> None:
