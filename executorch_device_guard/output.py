@@ -13,6 +13,11 @@ error at all: the command exits with its own code, silently. Any other
 failure (``apply > /dev/full``) is one line on stderr saying the command
 finished and what it would have exited with, and exit 4 (or the command's
 own code, if that was not 0). Output after the failure is discarded.
+
+Text that the stream cannot encode (a path that is not UTF-8 reaches Python
+as surrogate escapes, and ``PYTHONIOENCODING=utf-8`` is strict) is written
+escaped instead: each such byte as ``\\xNN``, any other character as
+``\\uNNNN``. A write that fails even so is a failed output, as above.
 """
 
 from __future__ import annotations
@@ -21,10 +26,22 @@ import contextlib
 import errno
 import io
 import os
+import re
 import sys
 from typing import Iterator, Optional
 
 OUTPUT_LOST = 4
+
+
+# A byte that is not valid in its encoding, as ``os.fsdecode`` passes it on.
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def escaped(text: str, encoding: str) -> str:
+    """``text`` as ``encoding`` can write it: a surrogate-escaped byte as
+    ``\\xNN``, any other character it cannot encode as ``\\uNNNN``."""
+    text = _ESCAPED_BYTE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}", text)
+    return text.encode(encoding, "backslashreplace").decode(encoding)
 
 
 class Guarded(io.TextIOBase):
@@ -33,13 +50,16 @@ class Guarded(io.TextIOBase):
     def __init__(self, stream: io.TextIOBase) -> None:
         super().__init__()
         self.stream = stream
-        self.error: Optional[OSError] = None
+        self.error: Optional[Exception] = None
 
     def write(self, text: str) -> int:
         if self.error is None:
             try:
-                self.stream.write(text)
-            except OSError as e:
+                try:
+                    self.stream.write(text)
+                except UnicodeEncodeError:
+                    self.stream.write(escaped(text, self.stream.encoding or "utf-8"))
+            except (OSError, ValueError) as e:  # ValueError: UnicodeError too
                 self._failed(e)
         return len(text)
 
@@ -47,7 +67,7 @@ class Guarded(io.TextIOBase):
         if self.error is None:
             try:
                 self.stream.flush()
-            except OSError as e:
+            except (OSError, ValueError) as e:
                 self._failed(e)
 
     def writable(self) -> bool:
@@ -63,7 +83,7 @@ class Guarded(io.TextIOBase):
     def encoding(self) -> str:  # type: ignore[override]
         return self.stream.encoding
 
-    def _failed(self, error: OSError) -> None:
+    def _failed(self, error: Exception) -> None:
         self.error = error
         # What is still buffered goes nowhere rather than failing again at exit.
         with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
@@ -74,9 +94,9 @@ class Guarded(io.TextIOBase):
     def finish(self, command: str, code: int) -> int:
         """The exit code once everything is written; says so if it could not be."""
         self.flush()
-        if self.error is None or self.error.errno == errno.EPIPE:
+        if self.error is None or getattr(self.error, "errno", None) == errno.EPIPE:
             return code
-        why = self.error.strerror or str(self.error)
+        why = getattr(self.error, "strerror", None) or str(self.error)
         print(
             f"executorch-device-guard: error: {command} finished, but its output "
             f"could not be written ({why}); without that it would have exited "

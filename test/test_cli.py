@@ -12,6 +12,8 @@ test checks by hashing that the installation ends stock or fully patched and
 that nothing else changed.
 """
 
+import contextlib
+import io
 import os
 import shutil
 import subprocess
@@ -511,3 +513,57 @@ def test_unknown_says_why(tmp_path: Path, site: Path, make, reason: str) -> None
     assert f"  unknown  {EMITTER} ({reason}" in status, status
     one_line_error(cli(site, "apply"), f"{EMITTER} is unknown ({reason}")
     assert hashes(tmp_path) == before
+
+
+@pytest.fixture
+def non_utf8_site(tmp_path: Path) -> Path:
+    """A throwaway installation under a folder whose name is not UTF-8."""
+    try:
+        top = tmp_path / os.fsdecode(b"bad\xffdir")
+        top.mkdir()
+    except (OSError, UnicodeError) as e:
+        pytest.skip(f"the filesystem refuses a name that is not UTF-8: {e}")
+    return make_site(top / "site")
+
+
+def test_a_path_that_is_not_utf8_is_printed_escaped(
+    tmp_path: Path, non_utf8_site: Path
+) -> None:
+    """With a strict stdout, each byte that is not UTF-8 prints as ``\\xNN``:
+    the report never turns finished work into a traceback."""
+    site = non_utf8_site
+    strict = {"PYTHONIOENCODING": "utf-8"}
+    shown = str(site / "executorch").replace("\udcff", "\\xff")
+    before = hashes(tmp_path)
+    status = cli(site, "status", env=strict)
+    assert (status.returncode, status.stderr) == (0, ""), status.stderr
+    assert status.stdout.startswith(f"ExecuTorch 1.5.1 at {shown}\n")
+    for command, goal, verb in (
+        ("apply", "patched", "patched"),
+        ("revert", "stock", "restored"),
+    ):
+        result = cli(site, command, env=strict)
+        assert (result.returncode, result.stderr) == (0, ""), result.stderr
+        assert f"{verb} {shown}/{EMITTER}\n" in result.stdout
+        assert_only_targets_changed(tmp_path, site, before, goal)
+    assert hashes(tmp_path) == before
+
+
+def test_output_that_cannot_be_encoded_at_all_is_exit_4() -> None:
+    """Whatever a write raises, the command says so in one line: no traceback."""
+    from executorch_device_guard import output
+
+    class Hopeless(io.TextIOBase):
+        encoding = "utf-8"
+
+        def write(self, text: str) -> int:
+            raise UnicodeEncodeError("utf-8", text, 0, 1, "refused")
+
+    stream = output.Guarded(Hopeless())
+    stream.write("patched \udcff\n")
+    stream.write("more\n")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert stream.finish("apply", 0) == output.OUTPUT_LOST
+    assert err.getvalue().count("\n") == 1
+    assert "apply finished, but its output could not be written" in err.getvalue()
