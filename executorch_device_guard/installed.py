@@ -313,20 +313,31 @@ class Survey:
 
     def summary(self) -> List[str]:
         total, patched = len(self.files), self.count(FileState.PATCHED)
-        if patched + self.count(FileState.STOCK) < total:
+        unknown = patched + self.count(FileState.STOCK) < total
+        if unknown:
             lines = [
                 "Some files are neither stock nor patched, so apply and revert "
                 f"refuse. To recover, reinstall ExecuTorch: {reinstall_command()}"
             ]
-        elif patched == total:
-            lines = ["Patched. `revert` restores the stock files."]
-        elif patched == 0:
-            lines = ["Stock. `apply` patches it."]
         else:
-            lines = [
-                f"Partly patched ({patched} of {total} files), as an interrupted "
-                "run leaves it: `apply` finishes it, `revert` undoes it."
-            ]
+            if patched == total:
+                state, then = "Patched.", "`revert` restores the stock files."
+            elif patched == 0:
+                state, then = "Stock.", "`apply` patches it."
+            else:
+                state, then = (
+                    f"Partly patched ({patched} of {total} files), as an "
+                    "interrupted run leaves it:",
+                    "`apply` finishes it, `revert` undoes it.",
+                )
+            if self.unsafe():
+                # What the files' state allows, once the entry is gone.
+                state = (
+                    f"{state[:-1]}, but apply and revert refuse: "
+                    f"{self.unsafe()[0]}, where a module's cached bytecode "
+                    "belongs. Remove it, then"
+                )
+            lines = [f"{state} {then}"]
         if self.leftovers:
             lines.append(
                 f"{len(self.leftovers)} temporary file(s) left by an interrupted "
@@ -349,7 +360,7 @@ class Survey:
                 "match their source, so Python runs their old code instead; the "
                 "next `apply` or `revert` removes them."
             )
-        if self.unsafe():
+        if self.unsafe() and unknown:
             lines.append(
                 f"{self.unsafe()[0]}: where a module's cached bytecode belongs, "
                 "so apply and revert refuse. Remove it."

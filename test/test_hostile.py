@@ -272,3 +272,48 @@ def test_refuses_another_users_file_anywhere(
     with pytest.raises(GuardError, match=refusal):
         installed.apply(site / "executorch", TARGETS)
     assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("state", ["stock", "patched"])
+@pytest.mark.parametrize("planted", ["fifo", "link"])
+def test_status_says_once_that_planted_bytecode_blocks_apply(
+    tmp_path: Path, site: Path, outside: Path, state: str, planted: str
+) -> None:
+    """The file is stock (or patched), but an entry where its bytecode belongs
+    makes apply and revert refuse: status's conclusion says that, and how to
+    get past it, in one line, and promises nothing they will not do."""
+    if state == "patched":
+        assert cli(site, "apply").returncode == 0
+    pyc = site / "executorch/exir/emit/__pycache__/_emitter.cpython-311.pyc"
+    pyc.parent.mkdir(exist_ok=True)
+    if planted == "fifo":
+        os.mkfifo(pyc)
+        reason = f"{pyc.relative_to(site / 'executorch')} is not a regular file"
+    else:
+        pyc.symlink_to(outside / "victim.txt")
+        reason = f"{pyc.relative_to(site / 'executorch')} is a symbolic link"
+    before = snapshot(tmp_path)
+    status = cli(site, "status", timeout=30)
+    assert status.returncode == 0, status.stderr
+    lines = status.stdout.splitlines()
+    assert f"  {state:8} {EMITTER} ({reason})" in lines
+    then = (
+        "`apply` patches it."
+        if state == "stock"
+        else ("`revert` restores the stock files.")
+    )
+    assert lines[-1] == (
+        f"{state.capitalize()}, but apply and revert refuse: {reason}, where a "
+        f"module's cached bytecode belongs. Remove it, then {then}"
+    ), status.stdout
+    assert status.stdout.count("refuse") == 1, status.stdout
+    for command in ("apply", "revert"):
+        one_line_error(cli(site, command, timeout=30), reason, "Nothing was changed")
+    assert snapshot(tmp_path) == before
+    pyc.unlink()  # the way out
+    command = "apply" if state == "stock" else "revert"
+    assert cli(site, command).returncode == 0
+    goal = "patched" if state == "stock" else "stock"
+    assert_only_targets_changed(
+        tmp_path, site, before, goal, may_vanish=[str(pyc.relative_to(tmp_path))]
+    )
