@@ -14,8 +14,9 @@ How a row is judged (``Row``), and the exit code (``judge``):
 - **not checked**: nothing went wrong, but nothing reached the guarded read
   either: stock and patched both succeed on a device (no constant data got
   there), the path does not apply (n/a), the model does not export with stock
-  ExecuTorch either (it fails alike on CPU, or before the tool put anything on
-  the device), or a real device fails alike on both before the read;
+  ExecuTorch either (it fails or crashes alike on CPU, or before the tool put
+  anything on the device), or a real device fails alike on both before the
+  read;
 - a **problem** (FAIL): patched ExecuTorch crashes, fails without naming the
   device, refuses where stock succeeds, exports from device memory where
   stock fails, or gives other CPU bytes or another CPU outcome than stock;
@@ -164,11 +165,27 @@ class Row:
         ) == (patched["type"], patched["message"])
 
     @property
+    def crashed_alike(self) -> bool:
+        """Stock and patched die of the same signal, without a result."""
+        stock, patched = (self.outcomes[e] for e in EMITTERS)
+        return (
+            stock.returncode < 0
+            and stock.returncode == patched.returncode
+            and stock.result is None
+            and patched.result is None
+        )
+
+    @property
     def _before_the_device(self) -> bool:
-        """The error came before the tool put anything on the device (or the
-        row is CPU): the model does not export, whatever the device."""
+        """The error, or both crashes, came before the tool put anything on
+        the device (or the row is CPU): the model does not export, whatever
+        the device."""
+        if self.device == "cpu":
+            return True
+        if self.crashed_alike:
+            return all(self.outcomes[e].stage == "export" for e in EMITTERS)
         patched = self.outcomes["patched"].result or {}
-        return self.device == "cpu" or patched.get("stage") == "export"
+        return patched.get("stage") == "export"
 
     @property
     def unchecked(self) -> Optional[str]:
@@ -181,6 +198,18 @@ class Row:
         for result in (patched, stock):
             if result.get("outcome") == "n/a":
                 return f"n/a ({result['message']})"
+        if self.crashed_alike and self._before_the_device:
+            where = (
+                "on CPU"
+                if self.device == "cpu"
+                else "in torch.export or lowering, before the tool put anything "
+                "on the device"
+            )
+            return (
+                "the model does not export with stock ExecuTorch either: stock "
+                f"and patched both crash with {self.outcomes['stock'].describe()} "
+                f"{where}"
+            )
         if self.failed_alike:
             if self._before_the_device:
                 return (

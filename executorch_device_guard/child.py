@@ -13,13 +13,15 @@ puts the model's tensors on the device, runs one export path, and reports to
 the file RESULT, a channel the model's own output cannot reach (its stdout
 and stderr are the user's): one JSON object per line, first
 ``{"emitter": PATH}``, the ExecuTorch emitter this process imported (the
-parent checks that it is its overlay's), then ``{"result": {...}}``. A crash
-writes no result: the parent reads the signal.
+parent checks that it is its overlay's), then ``{"stage": "export"}``, then
+``{"stage": "device"}`` once the tool has put the tensors on the device, then
+``{"result": {...}}``. A crash writes no result: the parent reads the signal,
+and the last stage says where it happened.
 
-A result's ``stage`` says how far the export got: ``export`` before the tool
-put anything on the device (torch.export and lowering; all of a ``cpu``
-case), ``device`` after. An error in the ``export`` stage does not depend on
-the device, or on the patch.
+The stage says how far the export got: ``export`` before the tool put
+anything on the device (torch.export and lowering; all of a ``cpu`` case),
+``device`` after. An error result carries it too. An error or a crash in the
+``export`` stage does not depend on the device, or on the patch.
 
 Devices: ``cpu``; ``meta``; ``fake:<device>`` (storage that claims <device>
 over host memory that faults on read, see fake_device.py); ``cuda`` (a real
@@ -54,9 +56,14 @@ OUTCOMES = ("ok", "error", "n/a", "setup-error")
 
 # How far the export got: "export" until the tool puts tensors on the device.
 _stage = ["export"]
+# The result file, where each stage is recorded as it starts (a crash writes
+# no result, but leaves its stage).
+_result_file: List[Path] = []
 
 
 def _on_device() -> None:
+    if _stage[0] != "device" and _result_file:
+        _report(_result_file[0], {"stage": "device"})
     _stage[0] = "device"
 
 
@@ -285,6 +292,8 @@ def main(argv: List[str]) -> int:
     import executorch.exir.emit._emitter as emitter
 
     _report(args.result, {"emitter": emitter.__file__})
+    _result_file[:] = [args.result]
+    _report(args.result, {"stage": _stage[0]})
     if args.threads:
         import torch
 

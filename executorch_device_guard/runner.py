@@ -90,6 +90,9 @@ class Outcome:
     # another ExecuTorch, it timed out, its result was malformed), if it is.
     tool_error: Optional[str] = None
     timed_out: Optional[float] = None
+    # How far the child got (child.py): "export" or "device"; None if it
+    # said nothing. For a crash, it says where the crash happened.
+    stage: Optional[str] = None
 
     @property
     def crashed(self) -> bool:
@@ -123,28 +126,36 @@ def _valid_result(result: object) -> bool:
     return all(isinstance(result.get(f), str) for f in fields)
 
 
-def read_result(path: Path) -> Tuple[Optional[str], Optional[Dict], Optional[str]]:
-    """The child's result file: the emitter it imported, its result, and why
-    the file is unusable (None if it is fine or simply ends early)."""
-    emitter, result, problem = None, None, None
+_STAGES = ("export", "device")
+
+
+def read_result(
+    path: Path,
+) -> Tuple[Optional[str], Optional[Dict], Optional[str], Optional[str]]:
+    """The child's result file: the emitter it imported, its result, why the
+    file is unusable (None if it is fine or simply ends early), and the last
+    stage it reached."""
+    emitter, result, problem, stage = None, None, None, None
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
-        return None, None, None
+        return None, None, None, None
     except OSError as e:
-        return None, None, f"its result file cannot be read ({e.strerror})"
+        return None, None, f"its result file cannot be read ({e.strerror})", None
     for line in text.splitlines():
         try:
             record = json.loads(line)
         except ValueError:
-            return emitter, None, "its result file is malformed"
+            return emitter, None, "its result file is malformed", stage
         if isinstance(record, dict) and isinstance(record.get("emitter"), str):
             emitter = record["emitter"]
+        elif isinstance(record, dict) and record.get("stage") in _STAGES:
+            stage = record["stage"]
         elif isinstance(record, dict) and _valid_result(record.get("result")):
             result = record["result"]
         else:
-            return emitter, None, "its result file is malformed"
-    return emitter, result, problem
+            return emitter, None, "its result file is malformed", stage
+    return emitter, result, problem, stage
 
 
 def _site_dirs() -> Set[str]:
@@ -420,7 +431,7 @@ class Emitters:
                 "the export needs longer)",
                 timed_out=timeout,
             )
-        imported, result, problem = read_result(result_file)
+        imported, result, problem, stage = read_result(result_file)
         if result is not None:
             result = {
                 k: self.shorten(v) if isinstance(v, str) else v
@@ -443,7 +454,11 @@ class Emitters:
                     "sitecustomize, a .pth file) put another ExecuTorch first"
                 )
         return Outcome(
-            proc.returncode, result, self.shorten(proc.stderr), tool_error=tool_error
+            proc.returncode,
+            result,
+            self.shorten(proc.stderr),
+            tool_error=tool_error,
+            stage=stage,
         )
 
     def abort(self) -> None:

@@ -484,6 +484,70 @@ def test_the_patch_is_judged_only_where_it_acts() -> None:
     assert row.problems == []
 
 
+def test_a_crash_alike_before_the_device_is_not_blamed_on_the_patch() -> None:
+    """Each child records how far it got, so a crash says where it happened."""
+
+    def crash(stage, signum=signal.SIGSEGV):
+        return Outcome(-signum, None, "", stage=stage)
+
+    for device in ("cpu", "fake:cuda:0", "meta"):
+        row = Row(
+            "emitter", device, {"stock": crash("export"), "patched": crash("export")}
+        )
+        assert row.problems == [] and row.tool_errors == [], device
+        assert "does not export with stock ExecuTorch either" in row.unchecked
+        assert "SIGSEGV" in row.unchecked
+    assert check.judge([row]).exit_code == 3
+    # On CPU the whole export is before any device.
+    row = Row("emitter", "cpu", {"stock": crash(None), "patched": crash(None)})
+    assert row.problems == [] and "crash with SIGSEGV" in row.unchecked
+    # At the guarded read (after the move), a patched crash is the patch's.
+    for stock in (crash("device"), crash("export")):
+        row = Row("emitter", "fake:cuda:0", {"stock": stock, "patched": crash("device")})
+        assert "patched emitter crashed" in " ".join(row.problems)
+    # A patched crash where stock did not crash, or crashed otherwise.
+    for stock in (Ok, Outcome(1, export_error("x", "export"), ""), crash("export", 7)):
+        row = Row("emitter", "cpu", {"stock": stock, "patched": crash("export")})
+        assert "patched emitter crashed" in " ".join(row.problems)
+        assert check.judge([row]).exit_code == 1
+
+
+SEGFAULTING_FORWARD = """
+import ctypes
+
+import torch
+
+
+class Crashes(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        ctypes.string_at(0)  # a segfault while torch.export traces it
+        return self.linear(x)
+
+
+model = (Crashes().eval(), (torch.ones(2, 4),))
+"""
+
+
+def test_a_model_that_crashes_in_export_is_not_blamed_on_the_patch(
+    tmp_path: Path,
+) -> None:
+    crashes = write_model(tmp_path, SEGFAULTING_FORWARD, "crashes.py")
+    args = ["--model", f"{crashes}:model", "--paths", "emitter"]
+    result = run_check(*args, "--devices", "cpu", "fake:cuda:0")
+    assert result.returncode == 3, result.stdout + result.stderr[-3000:]
+    assert "FAIL" not in result.stdout and "TOOL ERROR" not in result.stdout
+    assert "NO VERDICT" in result.stdout
+    for device in ("cpu", "fake:cuda:0"):
+        assert (
+            f"emitter {device}: the model does not export with stock ExecuTorch "
+            "either: stock and patched both crash with SIGSEGV"
+        ) in result.stdout
+
+
 def test_paths_and_devices_given_twice_run_once() -> None:
     pairs = check.select(["emitter", "emitter"], ["cpu", "cpu", "meta"], False)
     assert pairs == [("emitter", "cpu"), ("emitter", "meta")]
