@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import random
 import sys
 from pathlib import Path
 from typing import Any, Dict, List
@@ -234,8 +235,17 @@ def run(
     import torch
     from executorch_device_guard import models
 
-    # Seeded, so that stock and patched children export the same weights.
+    # Seeded, so that stock and patched children export the same weights,
+    # whichever generator the model draws them from. torch imports numpy
+    # where it is installed, so seeding it imports nothing new.
     torch.manual_seed(0)
+    random.seed(0)
+    try:
+        import numpy
+    except ImportError:
+        pass
+    else:
+        numpy.random.seed(0)
     try:
         model = models.load_model(model_spec)
     except models.ModelSpecError as e:

@@ -548,6 +548,33 @@ def test_a_model_that_crashes_in_export_is_not_blamed_on_the_patch(
         ) in result.stdout
 
 
+NUMPY_AND_RANDOM_WEIGHTS = """
+import random
+
+import numpy as np
+import torch
+
+
+def model():
+    module = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval()
+    with torch.no_grad():
+        weight = np.random.randn(3, 4).astype("float32")
+        module[0].weight.copy_(torch.from_numpy(weight))
+        module[0].bias.copy_(torch.tensor([random.gauss(0, 1) for _ in range(3)]))
+    return module, (torch.ones(2, 4),)
+"""
+
+
+def test_numpy_and_random_are_seeded_alike_in_every_child(tmp_path: Path) -> None:
+    """Stock and patched children build the same weights from numpy's and
+    Python's random generators, as from torch's."""
+    seeded = write_model(tmp_path, NUMPY_AND_RANDOM_WEIGHTS, "np_random.py")
+    args = ["--model", f"{seeded}:model", "--paths", "emitter"]
+    result = run_check(*args, "--devices", "cpu", "fake:cuda:0")
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    assert "bytes differ" not in result.stdout
+
+
 def test_paths_and_devices_given_twice_run_once() -> None:
     pairs = check.select(["emitter", "emitter"], ["cpu", "cpu", "meta"], False)
     assert pairs == [("emitter", "cpu"), ("emitter", "meta")]
