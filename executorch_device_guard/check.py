@@ -394,14 +394,17 @@ def run_matrix(
     emitters: Emitters,
     model: str,
     pairs: List[Tuple[str, str]],
-    progress: TextIO = sys.stderr,
+    progress: Optional[TextIO] = None,
     jobs: int = 2,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> List[Row]:
     """Runs every (path, device, emitter) child, ``jobs`` at a time.
 
-    An interrupt (or any error) here aborts every child at once.
+    An interrupt (or any error) here aborts every child at once. Progress
+    goes to ``progress``, by default ``sys.stderr`` (which the CLI guards:
+    a reader that went away drops it, see output.py).
     """
+    progress = progress or sys.stderr
     runs = [(path, device, e) for path, device in pairs for e in EMITTERS]
     done: Dict[Tuple[str, str, str], Outcome] = {}
 

@@ -357,7 +357,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         _error("interrupted (SIGINT).")
         return 130
-    with output.guarded() as stdout:
+    # A write error on stderr (a reader that went away) drops what follows
+    # there, silently: it changes no exit code.
+    with output.guarded() as stdout, output.guarded("stderr"):
         try:
             args = parser().parse_args(argv)
         except SystemExit as e:  # --help, --version, or a usage error

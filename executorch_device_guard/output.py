@@ -18,6 +18,11 @@ Text that the stream cannot encode (a path that is not UTF-8 reaches Python
 as surrogate escapes, and ``PYTHONIOENCODING=utf-8`` is strict) is written
 escaped instead: each such byte as ``\\xNN``, any other character as
 ``\\uNNNN``. A write that fails even so is a failed output, as above.
+
+Standard error is guarded the same way, and silently: once a write to it
+fails (``check 2>&1 | head -1`` closes it), what follows on it, such as
+``check``'s progress lines, is dropped, and the command still finishes with
+its own exit code.
 """
 
 from __future__ import annotations
@@ -107,13 +112,13 @@ class Guarded(io.TextIOBase):
 
 
 @contextlib.contextmanager
-def guarded() -> Iterator[Guarded]:
-    """``sys.stdout`` guarded for the block."""
-    original = sys.stdout
+def guarded(name: str = "stdout") -> Iterator[Guarded]:
+    """``sys.stdout`` (or ``sys.stderr``) guarded for the block."""
+    original = getattr(sys, name)
     stream = Guarded(original if original is not None else io.StringIO())
-    sys.stdout = stream
+    setattr(sys, name, stream)
     try:
         yield stream
     finally:
         stream.flush()
-        sys.stdout = original
+        setattr(sys, name, original)

@@ -575,6 +575,27 @@ def test_numpy_and_random_are_seeded_alike_in_every_child(tmp_path: Path) -> Non
     assert "bytes differ" not in result.stdout
 
 
+def test_readers_that_go_away_change_no_exit_code() -> None:
+    """``check 2>/closed-pipe`` and ``check 2>&1 | head -1``: the progress
+    lines are dropped, and the run ends with its verdict's exit code."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    cmd = [sys.executable, "-m", "executorch_device_guard", "check"]
+    cmd += ["--paths", "emitter", "--devices", "cpu", "fake:cuda:0"]
+    no_stderr = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    no_stderr.stderr.close()  # gone before anything is written
+    out = no_stderr.stdout.read()
+    assert no_stderr.wait(600) == 0, out
+    assert "OK: patched ExecuTorch crashes nowhere" in out
+    head = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert head.stdout.readline().startswith("running 4 exports")
+    head.stdout.close()
+    assert head.wait(600) == 0
+
+
 def test_paths_and_devices_given_twice_run_once() -> None:
     pairs = check.select(["emitter", "emitter"], ["cpu", "cpu", "meta"], False)
     assert pairs == [("emitter", "cpu"), ("emitter", "meta")]
