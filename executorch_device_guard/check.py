@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, TextIO, Tuple
 
+from executorch_device_guard import faults
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.runner import DEFAULT_TIMEOUT, Emitters, EMITTERS, Outcome
 
@@ -524,26 +525,42 @@ def _refuse_non_file(path: Path) -> None:
     )
 
 
-def write_logs(rows: List[Row], folder: Path) -> None:
+def write_logs(rows: List[Row], folder: Path) -> Optional[str]:
     """Each child's full stderr, one file per (path, device, emitter).
 
     Each log is written to a new temporary file beside it and renamed over
     it, so nothing is ever written through a link planted in its place.
+    Returns None, or one line naming the log that could not be written (a
+    full disk, a link planted meanwhile); the logs after it are not written.
     """
     for row in rows:
         for emitter, outcome in row.outcomes.items():
             path = folder / log_name(row.path, row.device, emitter)
-            _refuse_non_file(path)
-            fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
             try:
-                with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as f:
-                    f.write(outcome.stderr)
-                os.chmod(temp, 0o644)
-                os.replace(temp, path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(temp)
-                raise
+                _refuse_non_file(path)
+                _write_log(path, outcome.stderr)
+            except GuardError as e:
+                return f"{e}; it and the logs after it were not written"
+            except OSError as e:
+                return (
+                    f"--log-dir {folder}: could not write {path} "
+                    f"({e.strerror or e}); it and the logs after it are missing"
+                )
+    return None
+
+
+def _write_log(path: Path, text: str) -> None:
+    faults.step()  # a test fault, e.g. a full disk
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as f:
+            f.write(text)
+        os.chmod(temp, 0o644)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
 
 
 def print_stderr(rows: List[Row], out: TextIO) -> None:

@@ -30,7 +30,7 @@ from executorch_device_guard import __version__, data_root
 
 
 def _check(args: argparse.Namespace) -> int:
-    from executorch_device_guard import check, models, signals
+    from executorch_device_guard import check, models, output, signals
     from executorch_device_guard.installed import executorch_root, executorch_version
 
     # What needs no torch is refused at once, before any process starts.
@@ -62,8 +62,9 @@ def _check(args: argparse.Namespace) -> int:
     if isinstance(rows, int):
         return rows
     verdict = check.judge(rows)
-    if args.log_dir:
-        check.write_logs(rows, args.log_dir)
+    # A log that cannot be written (a full disk) loses neither the table nor
+    # the verdict: it is named after them.
+    log_error = check.write_logs(rows, args.log_dir) if args.log_dir else None
     if args.verbose:
         check.print_stderr(rows, sys.stderr)
     if args.json:
@@ -82,6 +83,11 @@ def _check(args: argparse.Namespace) -> int:
         print()
         for block in verdict.lines():
             print(block)
+    if log_error:
+        sys.stdout.flush()
+        _error(log_error)
+        # The verdict stands, but not all its output was written (as for exit 4).
+        return verdict.exit_code or output.OUTPUT_LOST
     return verdict.exit_code
 
 

@@ -4,7 +4,8 @@
 # This source code is licensed under the BSD-style license found in the
 # LICENSE file in the root directory of this source tree.
 
-"""A test hook at every step that writes to the installed package.
+"""A test hook at every step that writes to the installed package, and at
+each log that ``check --log-dir`` writes.
 
 ``EXECUTORCH_DEVICE_GUARD_TEST_FAULT`` is unset in normal use, and then
 ``step()`` does nothing. ``apply`` and ``revert`` call ``check()`` first, so
@@ -13,7 +14,7 @@ tests set it to:
 
 * ``step:N:SIGNAL``: at the N-th write step (1-based), send this process
   SIGINT, SIGTERM or SIGKILL (``INT``, ``TERM``, ``KILL``);
-* ``step:N:error``: at the N-th write step, fail as a full disk would;
+* ``step:N:error``: at the N-th write step (or log), fail as a full disk would;
 * ``delay:SECONDS``: sleep at every write step, to widen races.
 """
 

@@ -596,6 +596,33 @@ def test_readers_that_go_away_change_no_exit_code() -> None:
     assert head.wait(600) == 0
 
 
+def test_a_log_that_cannot_be_written_keeps_the_verdict(tmp_path: Path) -> None:
+    """A full disk under --log-dir once the exports ran: the table and the
+    verdict are printed, then one line naming the log; exit 4 (as for any
+    output lost), not 2, which says no export ran."""
+    logs = tmp_path / "logs"
+    result = run_check(
+        "--paths",
+        "emitter",
+        "--devices",
+        "cpu",
+        "fake:cuda:0",
+        "--log-dir",
+        str(logs),
+        env={"EXECUTORCH_DEVICE_GUARD_TEST_FAULT": "step:2:error"},
+    )
+    assert result.returncode == 4, result.stdout + result.stderr[-3000:]
+    assert "OK: patched ExecuTorch crashes nowhere" in result.stdout
+    assert "emitter  fake:cuda:0" in result.stdout
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert errors == [
+        f"executorch-device-guard: error: --log-dir {logs}: could not write "
+        f"{logs / 'emitter_cpu_patched.log'} (No space left on device (test "
+        "fault)); it and the logs after it are missing"
+    ], result.stderr
+    assert sorted(p.name for p in logs.iterdir()) == ["emitter_cpu_stock.log"]
+
+
 def test_paths_and_devices_given_twice_run_once() -> None:
     pairs = check.select(["emitter", "emitter"], ["cpu", "cpu", "meta"], False)
     assert pairs == [("emitter", "cpu"), ("emitter", "meta")]
