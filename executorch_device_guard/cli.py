@@ -43,10 +43,6 @@ def _check(args: argparse.Namespace) -> int:
         )
     if args.jobs < 1:
         return _usage_error(f"--jobs must be at least 1, not {args.jobs}")
-    if not args.timeout > 0:
-        return _usage_error(
-            f"--timeout must be more than 0 seconds, not {args.timeout:g}"
-        )
     try:
         every = check.select(args.paths, args.devices, cuda=True)
         models.check_file(args.model)
@@ -223,6 +219,27 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+# The longest --timeout: a week. Longer ones (inf) overflow the clocks that
+# wait on a child.
+MAX_TIMEOUT = 7 * 24 * 3600
+
+
+def _timeout(text: str) -> float:
+    """--timeout's value: seconds, more than 0 and at most MAX_TIMEOUT."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid value {text!r}: give a number of seconds"
+        ) from None
+    if not 0 < seconds <= MAX_TIMEOUT:  # also nan
+        raise argparse.ArgumentTypeError(
+            f"must be more than 0 and at most {MAX_TIMEOUT} seconds (a week), "
+            f"not {text}"
+        )
+    return seconds
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors in one line on stderr, exit 2 (``--help`` is unchanged)."""
 
@@ -272,12 +289,12 @@ def parser() -> argparse.ArgumentParser:
     )
     c.add_argument(
         "--timeout",
-        type=float,
+        type=_timeout,
         default=600.0,
         metavar="SECONDS",
         help="how long loading the model, and each export, may take; one "
         "that takes longer is killed: a refusal for the model, a tool error "
-        "for an export (default: %(default)g)",
+        f"for an export (default: %(default)g, at most {MAX_TIMEOUT})",
     )
     c.add_argument(
         "--paths",

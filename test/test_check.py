@@ -1103,6 +1103,16 @@ def test_the_user_pythonpath_comes_before_the_tools_own_location(emitters, monke
         (["check", "--paths", "nope"], "argument --paths: invalid choice: 'nope'"),
         ([], "the following arguments are required: command"),
         (["check", "--jobs", "x"], "argument --jobs: invalid int value: 'x'"),
+        *(
+            (["check", "--timeout", value], f"argument --timeout: {message}")
+            for value, message in [
+                ("inf", "must be more than 0 and at most 604800 seconds"),
+                ("1e10", "must be more than 0 and at most 604800 seconds"),
+                ("nan", "must be more than 0 and at most 604800 seconds"),
+                ("-0", "must be more than 0 and at most 604800 seconds"),
+                ("x", "invalid value 'x': give a number of seconds"),
+            ]
+        ),
     ],
 )
 def test_usage_errors_are_one_line(args: List[str], message: str) -> None:
