@@ -9,8 +9,9 @@
 Reads the installed ExecuTorch's target files as ``apply`` does and refuses
 what it refuses; builds the patched overlay (overlay.py) in a temporary
 folder; checks, with this interpreter and the command's environment, that
-``import executorch`` would load the overlay (a sitecustomize or a .pth file
-could put another ExecuTorch first); then runs COMMAND with the overlay first
+``import executorch`` would load the overlay (a sitecustomize, a .pth file
+or an ``executorch`` folder in the current folder could put another
+ExecuTorch first); then runs COMMAND with the overlay first
 on ``PYTHONPATH`` and ``PYTHONDONTWRITEBYTECODE=1`` (so that no Python process
 caches bytecode through the overlay's links into site-packages), and removes
 the overlay when the command ends. SIGINT, SIGTERM or SIGHUP before the
@@ -121,6 +122,19 @@ def _check_import(env: Dict[str, str], overlay: Path, folder: Path) -> None:
         )
     expected = overlay / "executorch"
     if not where or os.path.realpath(where) != os.path.realpath(expected):
+        here = os.path.join(os.getcwd(), "executorch")
+        if os.path.isdir(here) and (
+            not where
+            or os.path.commonpath([os.path.realpath(where), os.path.realpath(here)])
+            == os.path.realpath(here)
+        ):
+            raise GuardError(
+                f"{sys.executable} would import ExecuTorch from {here}, not from "
+                f"the patched overlay: the current folder {os.getcwd()} holds an "
+                "executorch folder, which Python puts ahead of PYTHONPATH "
+                "(python -c, python -m): run the command from another folder. "
+                "Nothing was run."
+            )
         raise GuardError(
             f"{sys.executable} would import ExecuTorch from {where}, not from the "
             "patched overlay: something on its path (a sitecustomize, a .pth "

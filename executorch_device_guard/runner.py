@@ -73,6 +73,25 @@ EXPORT_PRELOAD = (
 )
 
 
+# A fresh interpreter's ``-c`` for ``Emitters.call``: it imports what a warm
+# parent preloads without the current folder on sys.path (as a warm parent,
+# started in a folder of its own), puts the folder back, then calls the
+# target. A preloaded module that fails to import here fails where it is used.
+_FRESH_CALL = """
+import importlib, sys
+here = None if getattr(sys.flags, "safe_path", False) else sys.path.pop(0)
+for name in {preload!r}:
+    try:
+        importlib.import_module(name.rstrip("?"))
+    except ImportError:
+        pass
+if here is not None:
+    sys.path.insert(0, here)
+from {module} import {function} as f
+r = f(sys.argv[1:])
+sys.exit(r if isinstance(r, int) else 0)
+"""
+
 # How long one export, or loading the model, may take (``check --timeout``).
 DEFAULT_TIMEOUT = 600.0
 
@@ -350,12 +369,18 @@ class Emitters:
                 return parent.call(target, args, cwd=cwd, timeout=timeout)
             except warm.WarmError as e:
                 self._fall_back(emitter, e)
+        return self.run(emitter, self._fresh_call(target, args), timeout, cwd)
+
+    def _fresh_call(self, target: str, args: Sequence[str]) -> List[str]:
+        """``python`` arguments that call ``target(args)`` in a fresh
+        interpreter as a warm child would: the preloaded modules are imported
+        before the current folder goes on ``sys.path`` (where an
+        ``executorch`` folder would come before the overlay)."""
         module, _, function = target.partition(":")
-        code = (
-            f"import sys; from {module} import {function} as f; "
-            "r = f(sys.argv[1:]); sys.exit(r if isinstance(r, int) else 0)"
+        code = _FRESH_CALL.format(
+            preload=list(self._preload), module=module, function=function
         )
-        return self.run(emitter, ["-c", code, *args], timeout, cwd)
+        return ["-c", code, *args]
 
     def _fall_back(self, emitter: str, error: Exception) -> None:
         """From now on, fresh interpreters for this overlay; says why, once.
@@ -410,9 +435,8 @@ class Emitters:
         try:
             if device == "cuda" or flow == "cuda-partitioner":
                 # CUDA must not be initialised in a process that forks: fresh.
-                proc = self.run(
-                    emitter, ["-m", "executorch_device_guard.child", *args], timeout
-                )
+                target = "executorch_device_guard.child:main"
+                proc = self.run(emitter, self._fresh_call(target, args), timeout)
             else:
                 proc = self.call(
                     emitter, "executorch_device_guard.child:main", args, timeout
@@ -448,10 +472,17 @@ class Emitters:
             )
         elif tool_error is None and imported is not None:
             if not _inside(imported, self.paths[emitter]):
+                here = os.getcwd()
+                why = (
+                    f"the current folder {here} holds it, and is on its path: "
+                    "run check from another folder"
+                    if _inside(imported, Path(here) / "executorch")
+                    else "something on its path (a sitecustomize, a .pth file) "
+                    "put another ExecuTorch first"
+                )
                 tool_error = (
                     f"it imported ExecuTorch's emitter from {imported}, not from "
-                    f"the {emitter} overlay: something on its path (a "
-                    "sitecustomize, a .pth file) put another ExecuTorch first"
+                    f"the {emitter} overlay: {why}"
                 )
         return Outcome(
             proc.returncode,

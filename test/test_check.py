@@ -623,6 +623,46 @@ def test_a_log_that_cannot_be_written_keeps_the_verdict(tmp_path: Path) -> None:
     assert sorted(p.name for p in logs.iterdir()) == ["emitter_cpu_stock.log"]
 
 
+LAUNCHER = """
+import sys
+
+from executorch_device_guard.cli import main
+
+sys.exit(main())
+"""
+
+
+def shadowed_folder(tmp_path: Path) -> Path:
+    """A folder holding an ``executorch`` package of its own (an empty one)."""
+    here = tmp_path / "here"
+    (here / "executorch").mkdir(parents=True)
+    (here / "executorch" / "__init__.py").write_text("")
+    return here
+
+
+def launcher(tmp_path: Path) -> Path:
+    """The tool as its console script runs it: ``python -m`` would put the
+    current folder on the tool's own path, which it refuses up front."""
+    path = tmp_path / "edg.py"
+    path.write_text(LAUNCHER)
+    return path
+
+
+def test_an_executorch_folder_here_changes_no_result(tmp_path: Path) -> None:
+    """Warm and fresh children import the overlay's ExecuTorch, whatever the
+    current folder holds, and give the same results."""
+    here, tool = shadowed_folder(tmp_path), launcher(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    for mode in ([], ["--fresh"]):
+        cmd = [sys.executable, str(tool), "check", *mode, "--paths", "emitter"]
+        cmd += ["--devices", "cpu", "fake:cuda:0"]
+        result = subprocess.run(
+            cmd, cwd=here, env=env, capture_output=True, text=True, timeout=900
+        )
+        assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+        assert "OK: patched ExecuTorch crashes nowhere" in result.stdout
+
+
 def test_paths_and_devices_given_twice_run_once() -> None:
     pairs = check.select(["emitter", "emitter"], ["cpu", "cpu", "meta"], False)
     assert pairs == [("emitter", "cpu"), ("emitter", "meta")]

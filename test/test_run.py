@@ -245,6 +245,29 @@ def test_refuses_when_the_command_would_import_another_executorch(
     assert overlays_in(tmp_env) == []
 
 
+def test_refuses_an_executorch_folder_here_and_names_it(
+    tmp_path: Path, tmp_env
+) -> None:
+    """The command's ``python -c`` would import the current folder's
+    executorch: refused, naming the folder, not a sitecustomize."""
+    from test_check import launcher, shadowed_folder
+
+    here, tool = shadowed_folder(tmp_path), launcher(tmp_path)
+    cmd = [sys.executable, str(tool), "run", "--", sys.executable, "-c", "print(1)"]
+    result = subprocess.run(
+        cmd, cwd=here, env=tmp_env, capture_output=True, text=True, timeout=600
+    )
+    one_line(
+        result,
+        2,
+        f"the current folder {here} holds an executorch folder",
+        "run the command from another folder",
+    )
+    assert "sitecustomize" not in result.stderr
+    assert result.stdout == ""
+    assert overlays_in(tmp_env) == []
+
+
 @pytest.mark.parametrize("kind", ["not-utf8", "fifo", "symlink"])
 def test_refuses_what_apply_refuses(tmp_path: Path, tmp_env, kind: str) -> None:
     site = make_site(tmp_path / "site")
