@@ -14,11 +14,13 @@ or an ``executorch`` folder in the current folder could put another
 ExecuTorch first); then runs COMMAND with the overlay first
 on ``PYTHONPATH`` and ``PYTHONDONTWRITEBYTECODE=1`` (so that no Python process
 caches bytecode through the overlay's links into site-packages), and removes
-the overlay when the command ends. SIGINT, SIGTERM or SIGHUP before the
-command starts remove the overlay and end the tool (128+N).
+the overlay when the command ends. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1,
+SIGUSR2 or SIGALRM before the command starts remove the overlay and end the
+tool (128+N).
 
-While the command runs, a signal sent to this process alone (``kill -INT
-PID``) is passed on to the command. One that the kernel sent to the whole
+While the command runs, any of those sent to this process alone (``kill
+-INT PID``, ``kill -QUIT PID``) is passed on to the command, and the tool
+waits for it. One that the kernel sent to the whole
 foreground process group, as a terminal does for Ctrl-C or a hangup, is not:
 the command, in the same group, has it already. (On Linux the signal's
 ``si_code`` tells them apart; elsewhere, a signal is not passed on while this
@@ -48,9 +50,11 @@ from executorch_device_guard.patchset import patched_files
 
 # Set for the command: the overlay it runs with.
 OVERLAY_ENV = "EXECUTORCH_DEVICE_GUARD_OVERLAY"
-_FORWARDED = [signal.SIGINT, signal.SIGTERM] + (
-    [signal.SIGHUP] if hasattr(signal, "SIGHUP") else []
-)
+# Every asynchronous signal that would end this process (SIGPIPE aside: Python
+# ignores it). Before the command starts, each ends the tool (128+N) with the
+# overlay removed; then each is passed on to the command.
+_NAMES = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM")
+_FORWARDED = [getattr(signal, name) for name in _NAMES if hasattr(signal, name)]
 # Linux's si_code for a signal the kernel sent (a terminal's Ctrl-C, a hangup).
 _SI_KERNEL = 0x80
 
@@ -72,7 +76,7 @@ def run_command(command: List[str], root: Path) -> int:
     is missing, a file is neither stock nor patched, or the command's Python
     would not import the overlay.
     """
-    signals.raise_on_terminate()
+    signals.raise_on_terminate(_FORWARDED)
     installed = executorch_root()
     targets = patched_files(root)
     found = inspect_targets(installed, targets)

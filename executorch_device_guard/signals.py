@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from typing import Iterator
+from typing import Iterable, Iterator
 
 _NAMES = ("SIGINT", "SIGTERM", "SIGHUP")
 _SIGNALS = {getattr(signal, name) for name in _NAMES if hasattr(signal, name)}
@@ -36,9 +36,10 @@ def _raise(signum: int, frame: object) -> None:
     raise Interrupted(signum)
 
 
-def raise_on_terminate() -> None:
-    """SIGTERM and SIGHUP raise ``Interrupted`` so that cleanups run."""
-    for sig in _SIGNALS - {signal.SIGINT}:
+def raise_on_terminate(more: Iterable[int] = ()) -> None:
+    """SIGTERM and SIGHUP (and the signals in ``more``) raise ``Interrupted``
+    so that cleanups run."""
+    for sig in (_SIGNALS | set(more)) - {signal.SIGINT}:
         signal.signal(sig, _raise)
 
 

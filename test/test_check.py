@@ -503,7 +503,8 @@ def test_a_crash_alike_before_the_device_is_not_blamed_on_the_patch() -> None:
     assert row.problems == [] and "crash with SIGSEGV" in row.unchecked
     # At the guarded read (after the move), a patched crash is the patch's.
     for stock in (crash("device"), crash("export")):
-        row = Row("emitter", "fake:cuda:0", {"stock": stock, "patched": crash("device")})
+        outcomes = {"stock": stock, "patched": crash("device")}
+        row = Row("emitter", "fake:cuda:0", outcomes)
         assert "patched emitter crashed" in " ".join(row.problems)
     # A patched crash where stock did not crash, or crashed otherwise.
     for stock in (Ok, Outcome(1, export_error("x", "export"), ""), crash("export", 7)):

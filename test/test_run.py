@@ -440,3 +440,52 @@ def test_sigterm_at_any_time_leaves_no_overlay(tmp_env) -> None:
             if proc.poll() is None:
                 proc.kill()
         assert overlays_in(tmp_env) == [], i
+
+
+TRAP_SIGNAL = """
+import signal, sys, time
+
+got = []
+signum = getattr(signal, sys.argv[1])
+if sys.argv[2] == "trap":
+    signal.signal(signum, lambda n, f: got.append(n))
+print("ready", flush=True)
+deadline = time.monotonic() + 60
+while not got and time.monotonic() < deadline:
+    time.sleep(0.01)
+time.sleep(1)  # a second one, if any, arrives in this time
+print("got", len(got), flush=True)
+sys.exit(7)
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM"])
+@pytest.mark.parametrize("how", ["trap", "default"])
+def test_other_signals_reach_the_command(
+    tmp_path: Path, tmp_env, name: str, how: str
+) -> None:
+    """SIGQUIT (Ctrl-\\), SIGUSR1 and the like, sent to the tool alone, are
+    passed on to the command once; the tool waits for it, removes the
+    overlay and exits with the command's code (128+N if the signal ended it)."""
+    script = tmp_path / "trap.py"
+    script.write_text(TRAP_SIGNAL)
+    cmd = [sys.executable, "-m", "executorch_device_guard", "run", "--"]
+    cmd += [sys.executable, str(script), name, how]
+    proc = subprocess.Popen(
+        cmd, env=tmp_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        proc.send_signal(getattr(signal, name))
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    if how == "trap":
+        assert stdout == "got 1\n", stderr
+        assert proc.returncode == 7, stderr
+    else:
+        assert stdout == "", stderr
+        assert proc.returncode == 128 + getattr(signal, name), stderr
+    assert overlays_in(tmp_env) == []
+
