@@ -212,6 +212,13 @@ def _from_eager_model(spec: str, value: Any) -> LoadedModel:
             f"--model {spec}: building the model with {where} failed: "
             f"{type(e).__name__}: {_first_line(e)}"
         ) from e
+    import torch
+
+    if not isinstance(module, torch.nn.Module):
+        raise ModelSpecError(
+            f"--model {spec}: {where}.get_eager_model() returned a value of type "
+            f"{type(module).__name__}, not a torch.nn.Module"
+        )
     if not isinstance(args, tuple):
         args = (args,)
     loaded = _checked(spec, (module, args))

@@ -52,6 +52,11 @@ def broken():
 
 
 needs_missing = None
+
+
+class EagerFive(Eager):
+    def get_eager_model(self):
+        return 5
 """
 
 
@@ -103,6 +108,11 @@ def test_builtins() -> None:
             "got a value of type NoneType; give a (torch.nn.Module",
         ),
         (":x", "give 'package.module:attr' or 'path/file.py:attr'"),
+        (
+            "{file}:EagerFive",
+            "EagerFive.get_eager_model() returned a value of type int, not a "
+            "torch.nn.Module",
+        ),
     ],
 )
 def test_each_mistake_is_one_line(user_file: Path, spec: str, message: str) -> None:
