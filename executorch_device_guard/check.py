@@ -30,18 +30,16 @@ reached the read (nothing was checked: never OK), else 0.
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import dataclasses
 import os
 import re
-import stat
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, TextIO, Tuple
 
-from executorch_device_guard import faults
+from executorch_device_guard import faults, userfiles
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.runner import DEFAULT_TIMEOUT, Emitters, EMITTERS, Outcome
 
@@ -509,20 +507,12 @@ def prepare_log_dir(folder: Path, pairs: List[Tuple[str, str]]) -> None:
 
 
 def _refuse_non_file(path: Path) -> None:
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if stat.S_ISLNK(st.st_mode):
-        kind = "a symbolic link"
-    elif not stat.S_ISREG(st.st_mode):
-        kind = "not a regular file"
-    else:
-        return
-    raise GuardError(
-        f"--log-dir {path.parent}: {path} is {kind}; the tool never writes "
-        "through one: remove it or choose another folder"
-    )
+    why = userfiles.not_a_file(path)
+    if why is not None:
+        raise GuardError(
+            f"--log-dir {path.parent}: {path} {why}; the tool never writes "
+            "through one: remove it or choose another folder"
+        )
 
 
 def write_logs(rows: List[Row], folder: Path) -> Optional[str]:
@@ -551,16 +541,7 @@ def write_logs(rows: List[Row], folder: Path) -> Optional[str]:
 
 def _write_log(path: Path, text: str) -> None:
     faults.step()  # a test fault, e.g. a full disk
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as f:
-            f.write(text)
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+    userfiles.replace(path, text.encode("utf-8", errors="replace"))
 
 
 def print_stderr(rows: List[Row], out: TextIO) -> None:

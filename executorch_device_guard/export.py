@@ -13,17 +13,15 @@ repository at their ExecuTorch paths.
 
 from __future__ import annotations
 
-import contextlib
 import email.utils
 import hashlib
 import os
 import re
-import secrets
-import stat
 import subprocess
 from pathlib import Path
 from typing import List, Optional
 
+from executorch_device_guard import userfiles
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.patchset import read_series
 
@@ -143,38 +141,12 @@ def prepare_destination(dest: Path, force: bool = False) -> None:
 def _check_entry(out: Path) -> None:
     """Refuses an entry named ``out`` that is not a regular file of its own:
     ``export`` replaces files, it never writes through a link."""
-    try:
-        st = os.lstat(out)
-    except FileNotFoundError:
-        return
-    if stat.S_ISLNK(st.st_mode):
-        why = "is a symbolic link"
-    elif stat.S_ISDIR(st.st_mode):
-        why = "is a folder"
-    elif not stat.S_ISREG(st.st_mode):
-        why = "is not a regular file"
-    else:
-        return
-    raise GuardError(
-        f"{out} {why}; export only replaces regular files. Nothing was written. "
-        "Remove it, or give another folder."
-    )
-
-
-def _write(out: Path, text: str) -> None:
-    """Writes ``out`` as a new file renamed over the old entry: a link or a
-    hard link in its place is replaced, never written through."""
-    temp = out.with_name(f".{out.name}.device-guard.{secrets.token_hex(8)}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(temp, flags | getattr(os, "O_BINARY", 0), 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode("utf-8"))
-        os.replace(temp, out)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+    why = userfiles.not_a_file(out)
+    if why is not None:
+        raise GuardError(
+            f"{out} {why}; export only replaces regular files. Nothing was "
+            "written. Remove it, or give another folder."
+        )
 
 
 def export(root: Path, dest: Path, author: str, force: bool = False) -> List[Path]:
@@ -197,7 +169,10 @@ def export(root: Path, dest: Path, author: str, force: bool = False) -> List[Pat
             diff += _new_file_diff(new_file, (root / new_file).read_bytes())
         out = dest / entry.patch_path.name
         try:
-            _write(out, header + diff + "-- \nexecutorch-device-guard\n\n")
+            userfiles.replace(
+                out,
+                (header + diff + "-- \nexecutorch-device-guard\n\n").encode("utf-8"),
+            )
         except OSError as e:
             raise GuardError(
                 f"Cannot write {out} ({e.strerror}). Give a folder you can " "write to."

@@ -3,10 +3,6 @@
 # into /tmp/site as gpu/run.sh does, then runs `check` with the given options,
 # its output also saved to $OUT/check.txt.
 set -uo pipefail
-out="${OUT:-gpu-out}"
-mkdir -p "$out"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-    --upgrade --target /tmp/site .whl/*.whl || exit
-export PYTHONPATH=/tmp/site
+source "$(dirname "$0")/install.sh"
 python3 -m executorch_device_guard check "$@" 2>&1 | tee "$out/check.txt"
 exit "${PIPESTATUS[0]}"
