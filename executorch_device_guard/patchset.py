@@ -159,18 +159,28 @@ def read_series(root: Path) -> List[SeriesEntry]:
     return entries
 
 
-def patched_files(root: Path, build_files: bool = False) -> Dict[str, List[FilePatch]]:
+def is_test(path: str) -> bool:
+    """Whether an ExecuTorch path is in a test folder."""
+    return any(part in ("test", "tests") for part in path.split("/")[:-1])
+
+
+def patched_files(
+    root: Path, build_files: bool = False, tests: bool = False
+) -> Dict[str, List[FilePatch]]:
     """Each existing ExecuTorch file the series edits, with its patches in order.
 
-    Python files only, unless ``build_files``: the build files the series
-    edits (BUCK, targets.bzl) are in ExecuTorch's source tree, never in an
-    installed package, so ``apply``, ``status`` and the overlays skip them.
+    Python source files only, unless ``tests`` (test modules too) or
+    ``build_files`` (every file). The build files the series edits (BUCK,
+    targets.bzl, pytest.ini) are in ExecuTorch's source tree, never in an
+    installed package; test modules are, but the guard does not need them. So
+    ``apply``, ``status`` and the overlays take the default: the guarded code.
     """
     result: Dict[str, List[FilePatch]] = {}
     for entry in read_series(root):
         for file_patch in entry.file_patches:
-            if build_files or file_patch.path.endswith(".py"):
-                result.setdefault(file_patch.path, []).append(file_patch)
+            path = file_patch.path
+            if build_files or (path.endswith(".py") and (tests or not is_test(path))):
+                result.setdefault(path, []).append(file_patch)
     return result
 
 

@@ -18,6 +18,7 @@ the installed ExecuTorch. Writes OUT_DIR/gpu-summary.json and prints a summary.
 """
 
 import argparse
+import concurrent.futures
 import importlib.metadata
 import importlib.util
 import json
@@ -25,6 +26,7 @@ import platform
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List
@@ -36,26 +38,44 @@ from executorch_device_guard import check  # noqa: E402
 from executorch_device_guard.installed import executorch_root  # noqa: E402
 from executorch_device_guard.patchset import read_series  # noqa: E402
 from executorch_device_guard.runner import Emitters, EMITTERS  # noqa: E402
+from executorch_device_guard.series_files import (  # noqa: E402
+    upstream_tests,
+    write_tree,
+)
 
-CUDA_TEST = REPO / "backends/cuda/tests/test_cuda_device_constants.py"
 UPSTREAM_MODULES = [f for entry in read_series(REPO) for f in entry.new_files]
+# Upstream's CUDA test module, with the test the series adds to it.
+CUDA_MODULE = "backends/cuda/tests/test_cuda_export.py"
+CUDA_TEST = f"{CUDA_MODULE}::TestCudaExport::test_export_without_partitioner_raises"
+
+# The reproducer of https://github.com/pytorch/executorch/issues/21545, verbatim.
+REPRODUCER = """
+import torch
+from torch.export import export
+from executorch.exir import to_edge_transform_and_lower
+
+model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval().cuda()
+example = torch.ones(2, 4).cuda()
+program = to_edge_transform_and_lower(export(model, (example,))).to_executorch()
+"""
 
 
 def issue_reproducer() -> str:
-    """The reproducer, verbatim, as the upstream CUDA test holds it."""
-    text = CUDA_TEST.read_text()
-    pattern = r'_EXPORT_CUDA_MODEL_WITHOUT_PARTITIONER = """(.*?)"""'
-    return re.search(pattern, text, re.S).group(1)
+    return REPRODUCER
 
 
 def through_partitioner(module: str, partitioner: str) -> str:
     """The reproducer's model, lowered with a CPU backend's partitioner."""
-    return issue_reproducer().replace(
-        "export(model, (example,)))",
-        f"export(model, (example,)), partitioner=[{partitioner}()])",
-    ).replace(
-        "from executorch.exir import",
-        f"from {module} import {partitioner}\nfrom executorch.exir import",
+    return (
+        issue_reproducer()
+        .replace(
+            "export(model, (example,)))",
+            f"export(model, (example,)), partitioner=[{partitioner}()])",
+        )
+        .replace(
+            "from executorch.exir import",
+            f"from {module} import {partitioner}\nfrom executorch.exir import",
+        )
     )
 
 
@@ -109,13 +129,14 @@ def named_data_store_evidence() -> Dict:
 STEPS = [
     "reproducer",
     "upstream",
+    "cuda-export",
     "check",
     "cuda-partitioner",
     "named-data-store",
     "partitioners",
     "check-cuda-model",
 ]
-DEFAULT_STEPS = ["reproducer", "upstream", "check", "cuda-partitioner"]
+DEFAULT_STEPS = ["reproducer", "upstream", "cuda-export", "check", "cuda-partitioner"]
 
 
 def main(out: Path, steps: List[str]) -> int:
@@ -188,6 +209,13 @@ def main(out: Path, steps: List[str]) -> int:
             }
             print("upstream", emitter, summary["upstream_tests"][emitter], flush=True)
 
+        # 2b. Upstream's CUDA test module with the series' test in it: stock
+        # without that test (it kills the run there), stock with it alone, and
+        # patched whole. The two long runs go side by side.
+        save(out, summary)
+        if "cuda-export" in steps:
+            summary["cuda_export"] = cuda_export(emitters, out)
+
         # 3. The check matrix, with the real CUDA row.
         save(out, summary)
         if "check" in steps:
@@ -249,6 +277,46 @@ def main(out: Path, steps: List[str]) -> int:
         print("named data store:", summary["named_data_store"], flush=True)
     save(out, summary)
     return 0
+
+
+def pytest_summary(proc: subprocess.CompletedProcess, seconds: float) -> Dict:
+    return {
+        "returncode": proc.returncode,
+        "summary": last_line(proc.stdout),
+        "fatal_python_error": "Fatal Python error" in proc.stdout + proc.stderr,
+        "crash_site": crash_site(proc.stderr),
+        "seconds": round(seconds, 1),
+        "outcomes": re.findall(
+            r"^(\S+::\S+) (PASSED|FAILED|SKIPPED|ERROR)", proc.stdout, re.M
+        ),
+    }
+
+
+def cuda_export(emitters: Emitters, out: Path) -> Dict:
+    tree = write_tree(upstream_tests(REPO, executorch_root()), Path(tempfile.mkdtemp()))
+    pytest = ["-X", "faulthandler", "-m", "pytest", "-v", "-p", "no:cacheprovider"]
+    runs = {
+        "stock-others": ("stock", [*pytest, CUDA_MODULE, "--deselect", CUDA_TEST]),
+        "patched-all": ("patched", [*pytest, CUDA_MODULE]),
+        "stock-new-test": ("stock", [*pytest, CUDA_TEST]),
+    }
+
+    def one(name: str) -> Dict:
+        emitter, args = runs[name]
+        start = time.monotonic()
+        proc = emitters.run(emitter, args, cwd=tree, timeout=1800)
+        (out / f"cuda-export-{name}.txt").write_text(
+            f"$ python {' '.join(args)}\n"
+            + proc.stdout[-100000:]
+            + proc.stderr[-20000:]
+        )
+        result = pytest_summary(proc, time.monotonic() - start)
+        print("cuda-export", name, {k: v for k, v in result.items() if k != "outcomes"})
+        return result
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+        futures = {name: pool.submit(one, name) for name in runs}
+        return {name: future.result() for name, future in futures.items()}
 
 
 def save(out: Path, summary: Dict) -> None:

@@ -27,11 +27,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from executorch_device_guard import installed  # noqa: E402
-from executorch_device_guard.installed import FileState  # noqa: E402
-from executorch_device_guard.patchset import (  # noqa: E402
-    apply_all,
-    patched_files,
-    read_series,
+from executorch_device_guard.errors import GuardError  # noqa: E402
+from executorch_device_guard.series_files import (  # noqa: E402
+    changed_files,
+    new_files,
 )
 
 # ExecuTorch's .flake8 and pyproject.toml settings, as of main at cff6f4dd32
@@ -66,22 +65,12 @@ target-version = ["py38", "py39", "py310", "py311", "py312", "py313"]
 
 def series_files() -> Dict[str, str]:
     """ExecuTorch path -> text, for every Python file the series adds or changes."""
-    files = {}
     root = installed.executorch_root()
-    for rel, patches in patched_files(REPO).items():
-        text = installed.read_text(root / rel)
-        state, patched = installed.classify(text, patches)
-        if state is FileState.STOCK:
-            files[rel] = patched
-        elif state is FileState.PATCHED:
-            files[rel] = text
-        else:
-            raise SystemExit(f"{root / rel} is {state.value}: cannot lint it")
-    for entry in read_series(REPO):
-        for new_file in entry.new_files:
-            if new_file.endswith(".py"):
-                files[new_file] = (REPO / new_file).read_text(encoding="utf-8")
-    return files
+    try:
+        changed = changed_files(REPO, root, tests=True)
+    except GuardError as e:
+        raise SystemExit(f"{e}: cannot lint it")
+    return {**changed, **new_files(REPO)}
 
 
 def lint(files: Dict[str, str], lint_bin: Path) -> int:

@@ -10,10 +10,12 @@ Everything runs in child processes against two overlays of the installed
 ExecuTorch (see executorch_device_guard.overlay): stock as installed, and
 patched with patches/ applied. The installation itself is never touched.
 
-- The upstream test modules, run with plain ``python -m pytest``: on stock,
+- The series' upstream tests, run with plain ``python -m pytest``: on stock,
   every device case fails as a test (their device memory is readable, so an
   unguarded read does not crash) and the run exits 1 without a fatal error;
-  patched, every case passes.
+  patched, every case passes. Each case first checks its premise, that the
+  tensor it hands over reports the device: a stand-in that lost its device
+  makes the case fail, never pass.
 - test/crash_probes.py reaches each guarded read with data in no-access memory,
   as a GPU's is from the host: on stock the process dies with SIGSEGV at that
   read; patched, it exits 1 with an error naming the device.
@@ -21,24 +23,39 @@ patched with patches/ applied. The installation itself is never touched.
 """
 
 import concurrent.futures
-import functools
 import re
 import signal
 import subprocess
-import sys
 from typing import Dict, Tuple
 
 import pytest
 
 from conftest import REPO
+from executorch_device_guard.installed import executorch_root
 from executorch_device_guard.patchset import read_series
 from executorch_device_guard.runner import Emitters
+from executorch_device_guard.series_files import upstream_tests, write_tree
 
-UPSTREAM_MODULES = [f for entry in read_series(REPO) for f in entry.new_files]
+NEW_MODULES = [f for entry in read_series(REPO) for f in entry.new_files]
+# The test the series adds to upstream's existing CUDA test module. It needs a
+# GPU, and on stock kills its process, as the issue's reproducer does: gpu/
+# runs it there. Here its module is only laid out and linted.
 CUDA_TEST = (
-    "backends/cuda/tests/test_cuda_device_constants.py::TestCudaDeviceConstants::"
+    "backends/cuda/tests/test_cuda_export.py::TestCudaExport::"
     "test_export_without_partitioner_raises"
 )
+
+# A pytest plugin that makes the tests' stand-in for device memory lose its
+# device, as it would if torch stopped keeping a storage's Python object.
+LOST_DEVICE_PLUGIN = """
+import torch
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        stand_in = getattr(item.module, "_DeviceStorage", None)
+        if stand_in is not None:
+            stand_in.device = property(lambda self: torch.device("cpu"))
+"""
 
 
 def _parametrized(module: str, cls: str, tests: Tuple[str, ...], devices) -> list:
@@ -60,13 +77,13 @@ DEVICE_CASES = {
             "test_initialized_mutable_buffer_on_device_raises",
             "test_constant_method_on_device_raises",
         ),
-        ("cuda", "mps", "meta"),
+        ("cuda_0", "mps_0", "meta"),
     ),
     *_parametrized(
         "devtools/bundled_program/test/test_bundle_device_tensors.py",
         "TestBundleDeviceTensors",
         ("test_expected_output_on_device_raises", "test_input_on_device_raises"),
-        ("cuda", "mps", "meta"),
+        ("cuda_0", "mps_0", "meta"),
     ),
     "backends/xnnpack/test/test_xnnpack_device_constants.py::"
     "TestXnnpackDeviceConstants::test_model_on_meta_raises",
@@ -108,23 +125,36 @@ def outcomes(stdout: str) -> Dict[str, str]:
 
 
 def _run_all(
-    start, jobs: Dict[Tuple[str, str], list]
+    start, jobs: Dict[Tuple[str, str], list], cwd=REPO
 ) -> Dict[Tuple[str, str], subprocess.CompletedProcess]:
-    """(emitter, what) -> ``start(emitter, args)``, two children at a time."""
+    """(emitter, what) -> ``start(emitter, args)`` in ``cwd``, two at a time."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         futures = {
-            key: pool.submit(start, key[0], args, cwd=REPO)
-            for key, args in jobs.items()
+            key: pool.submit(start, key[0], args, cwd=cwd) for key, args in jobs.items()
         }
         return {key: future.result() for key, future in futures.items()}
 
 
 @pytest.fixture(scope="module")
-def runs(emitters: Emitters) -> Dict[Tuple[str, str], subprocess.CompletedProcess]:
-    """The upstream modules under plain pytest, in a fresh interpreter each."""
-    args = ["-m", "pytest", "-v", "-p", "no:cacheprovider", *UPSTREAM_MODULES]
+def upstream_tree(tmp_path_factory):
+    """The series' tests laid out as in ExecuTorch's source tree."""
+    tree = write_tree(
+        upstream_tests(REPO, executorch_root()), tmp_path_factory.mktemp("upstream")
+    )
+    (tree / "lost_device.py").write_text(LOST_DEVICE_PLUGIN)
+    return tree
+
+
+@pytest.fixture(scope="module")
+def runs(
+    emitters: Emitters, upstream_tree
+) -> Dict[Tuple[str, str], subprocess.CompletedProcess]:
+    """The upstream tests under plain pytest, in a fresh interpreter each; and
+    patched, with the stand-in for device memory reporting CPU."""
+    args = ["-m", "pytest", "-v", "-p", "no:cacheprovider", *NEW_MODULES]
     jobs = {(e, "upstream"): args for e in ("stock", "patched")}
-    return _run_all(emitters.run, jobs)
+    jobs[("patched", "lost device")] = ["-m", "pytest", "-p", "lost_device", *args[2:]]
+    return _run_all(emitters.run, jobs, upstream_tree)
 
 
 @pytest.fixture(scope="module")
@@ -140,14 +170,22 @@ def probes(emitters: Emitters) -> Dict[Tuple[str, str], subprocess.CompletedProc
     )
 
 
-def test_upstream_modules_are_the_series_new_files() -> None:
-    assert UPSTREAM_MODULES == [
-        "backends/cuda/tests/test_cuda_device_constants.py",
+def test_upstream_tests_are_the_series_tests(upstream_tree) -> None:
+    assert NEW_MODULES == [
         "exir/emit/test/test_emit_device_constants.py",
         "devtools/bundled_program/test/test_bundle_device_tensors.py",
         "backends/xnnpack/test/test_xnnpack_device_constants.py",
         "backends/vulkan/test/test_vulkan_device_constants.py",
     ]
+    modules = {
+        p.relative_to(upstream_tree).as_posix()
+        for p in upstream_tree.rglob("test_*.py")
+    }
+    assert modules == {*NEW_MODULES, CUDA_TEST.split("::")[0]}
+    assert (
+        "def test_export_without_partitioner_raises(self):"
+        in (upstream_tree / CUDA_TEST.split("::")[0]).read_text()
+    )
 
 
 def test_stock_fails_every_device_case_as_a_test(runs) -> None:
@@ -158,8 +196,7 @@ def test_stock_fails_every_device_case_as_a_test(runs) -> None:
     stock = outcomes(run.stdout)
     assert {node for node, o in stock.items() if o == "FAILED"} == DEVICE_CASES
     others = {o for node, o in stock.items() if node not in DEVICE_CASES}
-    assert others == {"PASSED", "SKIPPED"}
-    assert stock[CUDA_TEST] == ("PASSED" if _has_cuda() else "SKIPPED")
+    assert others == {"PASSED"}
 
 
 def test_stock_fails_for_want_of_the_guard(runs) -> None:
@@ -169,7 +206,7 @@ def test_stock_fails_for_want_of_the_guard(runs) -> None:
     failures = dict(zip(sections[1::2], sections[2::2]))
     assert len(failures) == len(DEVICE_CASES)
     for name, text in failures.items():
-        if name.endswith(("cuda", "mps")):
+        if name.endswith(("cuda_0", "mps_0")):
             assert re.search(r"AssertionError: \w+Error not raised", text), name
         else:
             assert "NULL pointer access" in text, name
@@ -181,8 +218,22 @@ def test_patched_passes_every_case(runs) -> None:
     patched = outcomes(run.stdout)
     assert set(patched) == set(outcomes(runs[("stock", "upstream")].stdout))
     for node, outcome in patched.items():
-        expected = "SKIPPED" if node == CUDA_TEST and not _has_cuda() else "PASSED"
-        assert outcome == expected, node
+        assert outcome == "PASSED", node
+
+
+def test_a_stand_in_that_lost_its_device_fails_every_case_it_serves(runs) -> None:
+    run = runs[("patched", "lost device")]
+    outcome = outcomes(run.stdout)
+    stand_in = {node for node in outcome if re.search(r"_\d+_(cuda|mps)_0$", node)}
+    # The emitter's and the bundled program's cuda and mps cases, including
+    # those that expect a program as on CPU and would otherwise pass unchecked.
+    assert len(stand_in) == 18, sorted(outcome)
+    assert any("_is_emitted_" in node for node in stand_in)
+    for node in stand_in:
+        assert outcome[node] == "FAILED", node
+    for node in set(outcome) - stand_in:
+        assert outcome[node] == "PASSED", node
+    assert re.search(r"AssertionError: 'cpu' != '(cuda|mps):0'", run.stdout)
 
 
 @pytest.mark.parametrize("probe", list(CRASH_SITES))
@@ -198,12 +249,6 @@ def test_guarded_read_crashes_stock_and_raises_patched(probes, probe: str) -> No
         patched.stderr,
         re.M,
     ), patched.stderr
-
-
-@functools.lru_cache(maxsize=None)
-def _has_cuda() -> bool:
-    probe = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
-    return subprocess.run([sys.executable, "-c", probe]).returncode == 0
 
 
 @pytest.mark.parametrize(

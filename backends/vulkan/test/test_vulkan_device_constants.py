@@ -48,6 +48,7 @@ class TestVulkanDeviceConstants(unittest.TestCase):
         # delegate must refuse its weights rather than read them from the host.
         model = LinearReLU().eval().to("meta")
         program = export(model, (torch.ones(2, 4, device="meta"),), strict=True)
+        self.assertEqual(program.state_dict["linear.weight"].device.type, "meta")
         with self.assertRaises(RuntimeError) as context:
             to_edge_transform_and_lower(program, partitioner=[VulkanPartitioner()])
         self.assertEqual(

@@ -22,9 +22,9 @@ from torch.export import export
 # cuda and mps need no hardware (see _DeviceStorage); meta is a real device
 # without data, and gets its own advice.
 DEVICES = [
-    ("cuda", "cuda:0", "Move it to CPU (e.g. with tensor.cpu()) first."),
-    ("mps", "mps:0", "Move it to CPU (e.g. with tensor.cpu()) first."),
-    ("meta", "meta", "A meta tensor has no data: compute it on CPU."),
+    ("cuda:0", "Move it to CPU (e.g. with tensor.cpu()) first."),
+    ("mps:0", "Move it to CPU (e.g. with tensor.cpu()) first."),
+    ("meta", "A meta tensor has no data: compute it on CPU."),
 ]
 
 
@@ -34,8 +34,7 @@ class _DeviceStorage(torch.UntypedStorage):
     A real accelerator's memory cannot be read from the host: the bundled
     program must refuse it before reading. This storage keeps its bytes
     readable, so code that reads it without checking its device serializes
-    it, and the test fails instead of crashing. A copy of the tensor would
-    lose the device or fail, never pass silently.
+    it, and the test fails instead of crashing.
     """
 
     claimed_device: torch.device
@@ -49,7 +48,7 @@ def _on_device(tensor: torch.Tensor, device: str) -> torch.Tensor:
     if device == "meta":
         return tensor.to("meta")
     storage = _DeviceStorage(tensor.untyped_storage().nbytes())
-    storage.claimed_device = torch.device(device, 0)
+    storage.claimed_device = torch.device(device)
     storage.copy_(tensor.untyped_storage())
     return torch.empty(0, dtype=tensor.dtype).set_(
         storage, tensor.storage_offset(), tensor.size(), tensor.stride()
@@ -90,21 +89,30 @@ class TestBundleDeviceTensors(unittest.TestCase):
         case = MethodTestCase(inputs=inputs, expected_outputs=expected_outputs)
         return BundledProgram(program, [MethodTestSuite("forward", [case])])
 
+    def _on_device(self, tensor: torch.Tensor, device: str) -> torch.Tensor:
+        moved = _on_device(tensor, device)
+        # Each case's premise: the bundled program will read a storage on this
+        # device.
+        self.assertEqual(str(moved.untyped_storage().device), device)
+        return moved
+
     @parameterized.expand(DEVICES)
-    def test_expected_output_on_device_raises(self, device, name, advice) -> None:
-        bundled = self._bundle([self.input], [_on_device(self.output, device)])
+    def test_expected_output_on_device_raises(self, device, advice) -> None:
+        bundled = self._bundle([self.input], [self._on_device(self.output, device)])
         with self.assertRaises(RuntimeError) as context:
             serialize_from_bundled_program_to_flatbuffer(bundled)
         self.assertEqual(
-            str(context.exception), _device_error("expected output 0", name, advice)
+            str(context.exception), _device_error("expected output 0", device, advice)
         )
 
     @parameterized.expand(DEVICES)
-    def test_input_on_device_raises(self, device, name, advice) -> None:
-        bundled = self._bundle([_on_device(self.input, device)], [self.output])
+    def test_input_on_device_raises(self, device, advice) -> None:
+        bundled = self._bundle([self._on_device(self.input, device)], [self.output])
         with self.assertRaises(RuntimeError) as context:
             serialize_from_bundled_program_to_flatbuffer(bundled)
-        self.assertEqual(str(context.exception), _device_error("input 0", name, advice))
+        self.assertEqual(
+            str(context.exception), _device_error("input 0", device, advice)
+        )
 
     def test_cpu_tensors_are_serialized(self) -> None:
         bundled = self._bundle([self.input], [self.output])

@@ -16,22 +16,22 @@ from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPas
 from parameterized import parameterized
 from torch.export import export
 
-# Each device gets its own advice. cuda and mps need no hardware (see
-# _DeviceStorage); meta is a real device without data.
+META_ADVICE = "A meta tensor has no data: load or initialize it on CPU."
+
+# cuda and mps need no accelerator (see _DeviceStorage); meta is a real device
+# without data. Each gets the advice that fits it.
 DEVICES = [
     (
-        "cuda",
         "cuda:0",
         "Move the model to CPU before export, or lower it with a partitioner for "
         "that device such as CudaPartitioner.",
     ),
     (
-        "mps",
         "mps:0",
         "Move the model to CPU before export, or lower it with a partitioner for "
         "that device.",
     ),
-    ("meta", "meta", "A meta tensor has no data: load or initialize it on CPU."),
+    ("meta", META_ADVICE),
 ]
 
 
@@ -40,8 +40,7 @@ class _DeviceStorage(torch.UntypedStorage):
 
     The emitter must refuse a device's memory before reading it from the host.
     These bytes stay readable, so an emitter that reads them without checking
-    the device serializes them, and the test fails instead of crashing. A copy
-    of the tensor would lose the device or fail, never pass silently.
+    the device serializes them, and the test fails instead of crashing.
     """
 
     claimed_device: torch.device
@@ -55,7 +54,7 @@ def _on_device(tensor: torch.Tensor, device: str) -> torch.Tensor:
     if device == "meta":
         return tensor.to("meta")
     storage = _DeviceStorage(tensor.untyped_storage().nbytes())
-    storage.claimed_device = torch.device(device, 0)
+    storage.claimed_device = torch.device(device)
     storage.copy_(tensor.untyped_storage())
     return torch.empty(0, dtype=tensor.dtype).set_(
         storage, tensor.storage_offset(), tensor.size(), tensor.stride()
@@ -63,10 +62,9 @@ def _on_device(tensor: torch.Tensor, device: str) -> torch.Tensor:
 
 
 def _constant_error(fqn: str, device: str, advice: str) -> str:
-    return re.escape(
-        f"Failed with error: Constant tensor data for '{fqn}' is on device "
-        f"{device}, but ExecuTorch can only serialize constant data from CPU "
-        f"memory. {advice}\n"
+    return (
+        f"Constant tensor data for '{fqn}' is on device {device}, but ExecuTorch "
+        f"can only serialize constant data from CPU memory. {advice}"
     )
 
 
@@ -102,57 +100,65 @@ class TestEmitDeviceConstants(unittest.TestCase):
     def _edge(self, model: torch.nn.Module, *inputs) -> EdgeProgramManager:
         return to_edge(export(model.eval(), inputs, strict=True))
 
+    def _on_device(self, tensor: torch.Tensor, device: str) -> torch.Tensor:
+        moved = _on_device(tensor, device)
+        # Each case's premise: the emitter will read a storage on this device.
+        self.assertEqual(str(moved.untyped_storage().device), device)
+        return moved
+
     def _move_constant(self, edge: EdgeProgramManager, fqn: str, device: str):
         state_dict = edge.exported_program().state_dict
-        state_dict[fqn] = _on_device(state_dict[fqn], device)
+        state_dict[fqn] = self._on_device(state_dict[fqn], device)
 
     @parameterized.expand(DEVICES)
-    def test_constant_on_device_raises(self, device, name, advice) -> None:
+    def test_constant_on_device_raises(self, device, advice) -> None:
         edge = self._edge(LinearReLU(), torch.ones(2, 4))
         self._move_constant(edge, "linear.weight", device)
         with self.assertRaisesRegex(
-            InternalError, _constant_error("linear.weight", name, advice)
+            InternalError,
+            re.escape(_constant_error("linear.weight", device, advice)),
         ) as context:
             edge.to_executorch()
         self.assertIn("This node p_linear_weight has metadata", str(context.exception))
 
     @parameterized.expand(DEVICES)
-    def test_external_constant_on_device_raises(self, device, name, advice) -> None:
+    def test_external_constant_on_device_raises(self, device, advice) -> None:
         edge = self._edge(LinearReLU(), torch.ones(2, 4))
         self._move_constant(edge, "linear.bias", device)
         with self.assertRaisesRegex(
-            InternalError, _constant_error("linear.bias", name, advice)
+            InternalError, re.escape(_constant_error("linear.bias", device, advice))
         ):
             edge.to_executorch(ExecutorchBackendConfig(external_constants=True))
 
     @parameterized.expand(DEVICES)
-    def test_initialized_mutable_buffer_on_device_raises(
-        self, device, name, advice
-    ) -> None:
+    def test_initialized_mutable_buffer_on_device_raises(self, device, advice) -> None:
         edge = self._edge(Counter(), torch.ones(4))
         self._move_constant(edge, "count", device)
         config = ExecutorchBackendConfig(
             passes=[InitializedMutableBufferPass(["count"])]
         )
         with self.assertRaisesRegex(
-            InternalError, _constant_error("count", name, advice)
+            InternalError, re.escape(_constant_error("count", device, advice))
         ):
             edge.to_executorch(config)
 
-    @parameterized.expand(DEVICES)
-    def test_constant_method_on_device_raises(self, device, name, advice) -> None:
+    @parameterized.expand(
+        [
+            ("cuda:0", "Pass a CPU tensor in constant_methods."),
+            ("mps:0", "Pass a CPU tensor in constant_methods."),
+            ("meta", META_ADVICE),
+        ]
+    )
+    def test_constant_method_on_device_raises(self, device, advice) -> None:
         edge = to_edge(
             export(LinearReLU().eval(), (torch.ones(2, 4),), strict=True),
-            constant_methods={"get_scale": _on_device(torch.ones(3), device)},
+            constant_methods={"get_scale": self._on_device(torch.ones(3), device)},
         )
         with self.assertRaises(InternalError) as context:
             edge.to_executorch()
         # No node of forward is shown: the value belongs to no graph.
         self.assertEqual(
-            str(context.exception),
-            f"Value of constant method 'get_scale' is on device {name}, but "
-            "ExecuTorch can only serialize constant data from CPU memory. Pass a "
-            "CPU tensor with its values in constant_methods.",
+            str(context.exception), _constant_error("get_scale", device, advice)
         )
 
     def test_cpu_constants_are_serialized(self) -> None:
@@ -169,7 +175,7 @@ class TestEmitDeviceConstants(unittest.TestCase):
 
     @parameterized.expand(DEVICES)
     def test_uninitialized_mutable_buffer_on_device_is_emitted(
-        self, device, name, advice
+        self, device, advice
     ) -> None:
         # Only the shape and dtype of a mutable buffer without an initial state
         # are serialized, so its device does not matter.
@@ -179,16 +185,14 @@ class TestEmitDeviceConstants(unittest.TestCase):
         self.assertEqual(edge.to_executorch().buffer, expected)
 
     @parameterized.expand(DEVICES)
-    def test_empty_constant_on_device_is_emitted(self, device, name, advice) -> None:
+    def test_empty_constant_on_device_is_emitted(self, device, advice) -> None:
         expected = self._edge(Concat(), torch.ones(3)).to_executorch().buffer
         edge = self._edge(Concat(), torch.ones(3))
         self._move_constant(edge, "empty", device)
         self.assertEqual(edge.to_executorch().buffer, expected)
 
     @parameterized.expand(DEVICES)
-    def test_empty_constant_method_on_device_is_emitted(
-        self, device, name, advice
-    ) -> None:
+    def test_empty_constant_method_on_device_is_emitted(self, device, advice) -> None:
         def program(empty: torch.Tensor) -> bytes:
             torch.manual_seed(0)
             return (
@@ -201,4 +205,4 @@ class TestEmitDeviceConstants(unittest.TestCase):
             )
 
         expected = program(torch.ones(0))
-        self.assertEqual(program(_on_device(torch.ones(0), device)), expected)
+        self.assertEqual(program(self._on_device(torch.ones(0), device)), expected)

@@ -1,0 +1,65 @@
+# Copyright (c) 2026 The executorch-device-guard authors.
+# All rights reserved.
+#
+# This source code is licensed under the BSD-style license found in the
+# LICENSE file in the root directory of this source tree.
+
+"""The Python files the series adds or changes, as ExecuTorch will hold them.
+
+The changed files are the installed ExecuTorch's, with the series applied
+(whether the installation is stock or patched); the new files are this
+repository's, at their ExecuTorch paths. The lint runs on all of them; the
+upstream tests (``upstream_tests``) run from a folder laid out like ExecuTorch's
+source tree, against a stock or a patched overlay.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict
+
+from executorch_device_guard import installed
+from executorch_device_guard.installed import FileState
+from executorch_device_guard.patchset import is_test, patched_files, read_series
+
+
+def changed_files(root: Path, installed_root: Path, tests: bool) -> Dict[str, str]:
+    """ExecuTorch path -> patched text of each Python file the series edits:
+    the guarded sources, and with ``tests`` the test modules too."""
+    files = {}
+    for rel, patches in patched_files(root, tests=tests).items():
+        text = installed.read_text(installed_root / rel)
+        state, other = installed.classify(text, patches)
+        if state not in (FileState.STOCK, FileState.PATCHED):
+            raise installed.GuardError(
+                f"{installed_root / rel} is {state.value}: the series does not fit it"
+            )
+        files[rel] = other if state is FileState.STOCK else text
+    return files
+
+
+def new_files(root: Path) -> Dict[str, str]:
+    """ExecuTorch path -> text of each Python file the series adds."""
+    return {
+        rel: (root / rel).read_text(encoding="utf-8")
+        for entry in read_series(root)
+        for rel in entry.new_files
+        if rel.endswith(".py")
+    }
+
+
+def upstream_tests(root: Path, installed_root: Path) -> Dict[str, str]:
+    """The series' tests: its new test modules, and the existing ones it edits."""
+    changed = changed_files(root, installed_root, tests=True)
+    return {
+        **{rel: text for rel, text in changed.items() if is_test(rel)},
+        **new_files(root),
+    }
+
+
+def write_tree(files: Dict[str, str], dest: Path) -> Path:
+    """Writes ``files`` under ``dest`` at their ExecuTorch paths."""
+    for rel, text in files.items():
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        (dest / rel).write_text(text, encoding="utf-8")
+    return dest

@@ -1,0 +1,90 @@
+# Copyright (c) 2026 The executorch-device-guard authors.
+# All rights reserved.
+#
+# This source code is licensed under the BSD-style license found in the
+# LICENSE file in the root directory of this source tree.
+
+"""The series' new upstream test modules, stock versus patched, per module.
+
+    PYTHON scripts/upstream_tests.py [OUT.txt]
+
+Runs with whatever torch and ExecuTorch PYTHON has (give another venv's
+python to try another torch): each module under plain ``python -m pytest -v``
+against a stock and a patched overlay of that ExecuTorch, and prints a
+markdown table of passed/failed counts per module. The installed ExecuTorch
+is never modified. With OUT.txt, pytest's output of both runs goes there.
+"""
+
+import collections
+import platform
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from executorch_device_guard.installed import (  # noqa: E402
+    executorch_root,
+    executorch_version,
+)
+from executorch_device_guard.patchset import read_series  # noqa: E402
+from executorch_device_guard.runner import Emitters  # noqa: E402
+from executorch_device_guard.series_files import new_files, write_tree  # noqa: E402
+
+MODULES = [f for entry in read_series(REPO) for f in entry.new_files]
+
+
+def counts(stdout: str) -> dict:
+    found = collections.defaultdict(collections.Counter)
+    for module, outcome in re.findall(
+        r"^(\S+?\.py)::\S+ (PASSED|FAILED|SKIPPED|ERROR)\b", stdout, re.M
+    ):
+        found[module][outcome.lower()] += 1
+    return found
+
+
+def cell(counter: collections.Counter) -> str:
+    return ", ".join(f"{n} {what}" for what, n in sorted(counter.items())) or "-"
+
+
+def main(out: Path = None) -> int:
+    import torch
+
+    args = ["-m", "pytest", "-v", "-p", "no:cacheprovider", *MODULES]
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp, Emitters(REPO, warm=False) as e:
+        tree = write_tree(new_files(REPO), Path(tmp))
+        for emitter in ("stock", "patched"):
+            results[emitter] = e.run(emitter, args, cwd=tree, timeout=3600)
+    print(
+        f"torch {torch.__version__}, ExecuTorch {executorch_version()} "
+        f"({executorch_root()}), Python {platform.python_version()}\n"
+    )
+    print("| module | stock | patched |\n|---|---|---|")
+    found = {emitter: counts(proc.stdout) for emitter, proc in results.items()}
+    for module in MODULES:
+        print(
+            f"| `{module}` | {cell(found['stock'][module])} | "
+            f"{cell(found['patched'][module])} |"
+        )
+    for emitter, proc in results.items():
+        fatal = "Fatal Python error" in proc.stdout + proc.stderr
+        summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+        print(
+            f"\n{emitter}: exit {proc.returncode}, {summary}"
+            + (", Fatal Python error" if fatal else "")
+        )
+    if out is not None:
+        out.write_text(
+            "".join(
+                f"===== {emitter}: python {' '.join(args)}\n{proc.stdout}{proc.stderr}"
+                for emitter, proc in results.items()
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1]) if len(sys.argv) > 1 else None))
