@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -214,8 +215,19 @@ def _export(args: argparse.Namespace) -> int:
             "export needs an author for the commits: set git config user.name "
             "and user.email, or pass --author 'Name <email>'."
         )
-    for path in export(data_root(), args.dest, author, force=args.force):
+    written = export(data_root(), args.dest, author, force=args.force)
+    for path in written:
         print(path)
+    # The series goes upstream as one pull request per commit (docs/upstream.md).
+    print(
+        "\nEach commit is one pull request, its message the PR text. In your "
+        "executorch clone, one branch per commit off main:"
+    )
+    for number, path in enumerate(written, 1):
+        print(
+            f"  git switch -c device-guard-{number} origin/main && "
+            f"git am {shlex.quote(str(path.absolute()))}"
+        )
     return 0
 
 

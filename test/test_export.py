@@ -6,6 +6,8 @@
 
 """``export``: git am-able commits, authored by the user who exports them."""
 
+import email
+import email.policy
 import os
 import re
 import subprocess
@@ -182,3 +184,55 @@ def test_patches_carry_no_identity() -> None:
     for entry in SERIES:
         header = entry.patch_path.read_text().split("\n\n", 1)[0]
         assert not re.search(r"^(From|Date):", header, re.M), entry.patch_path.name
+
+
+# At most this many words in each commit message (title and body), as export
+# writes it: the emitter's PR, then each of the others.
+WORD_LIMITS = [250] + [200] * (len(SERIES) - 1)
+
+
+def _message(mbox: Path) -> str:
+    """The commit message that ``git am`` takes from an exported mbox."""
+    parsed = email.message_from_bytes(mbox.read_bytes(), policy=email.policy.default)
+    subject = re.sub(r"^\[PATCH [^]]*\] ", "", " ".join(parsed["Subject"].split()))
+    body = parsed.get_content().split("\n---\n", 1)[0]
+    return subject + "\n\n" + body
+
+
+def test_each_message_is_a_short_pr_text(tmp_path: Path) -> None:
+    for mbox, limit in zip(exported(tmp_path), WORD_LIMITS):
+        message = _message(mbox)
+        assert len(message.split()) <= limit, (mbox.name, len(message.split()))
+        headings = re.findall(r"^#+ .*$", message, re.M)
+        assert headings == ["### Summary", "### Test plan"], mbox.name
+        assert "This PR was authored with Claude." in message
+        assert re.search(r"^Reviewers: @", message, re.M), mbox.name
+        assert re.search(r"^Label: release notes: \w+$", message, re.M), mbox.name
+
+
+def test_prints_one_branch_per_commit_off_main(tmp_path: Path) -> None:
+    result = export(tmp_path / "out", "--author", AUTHOR)
+    assert result.returncode == 0, result.stderr
+    commands = re.findall(r"^  (git switch .*)$", result.stdout, re.M)
+    assert len(commands) == len(SERIES)
+    repo = stock_repo(tmp_path / "executorch")
+    git(repo, "update-ref", "refs/remotes/origin/main", "HEAD")
+    for number, command in enumerate(commands, 1):
+        ran = subprocess.run(
+            command,
+            shell=True,
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            env=dict(
+                os.environ,
+                GIT_AUTHOR_NAME="t",
+                GIT_AUTHOR_EMAIL="t@t",
+                GIT_COMMITTER_NAME="t",
+                GIT_COMMITTER_EMAIL="t@t",
+            ),
+        )
+        assert ran.returncode == 0, command + ran.stdout + ran.stderr
+        # Each branch holds main and its one commit.
+        count = git(repo, "rev-list", "--count", "origin/main..HEAD").stdout
+        assert count.strip() == "1", number
