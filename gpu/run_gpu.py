@@ -292,17 +292,28 @@ def pytest_summary(proc: subprocess.CompletedProcess, seconds: float) -> Dict:
     }
 
 
+PYTEST_WITH_CACHES = (
+    "import os, sys, pytest; "
+    "os.environ['TORCHINDUCTOR_CACHE_DIR'] = sys.argv[1] + '/inductor'; "
+    "os.environ['TRITON_CACHE_DIR'] = sys.argv[1] + '/triton'; "
+    "sys.exit(pytest.main(sys.argv[2:]))"
+)
+
+
 def cuda_export(emitters: Emitters, out: Path) -> Dict:
     tree = write_tree(upstream_tests(REPO, executorch_root()), Path(tempfile.mkdtemp()))
-    pytest = ["-X", "faulthandler", "-m", "pytest", "-v", "-p", "no:cacheprovider"]
     runs = {
-        "stock-others": ("stock", [*pytest, CUDA_MODULE, "--deselect", CUDA_TEST]),
-        "patched-all": ("patched", [*pytest, CUDA_MODULE]),
-        "stock-new-test": ("stock", [*pytest, CUDA_TEST]),
+        "stock-others": ("stock", [CUDA_MODULE, "--deselect", CUDA_TEST]),
+        "patched-all": ("patched", [CUDA_MODULE]),
+        "stock-new-test": ("stock", [CUDA_TEST]),
     }
 
     def one(name: str) -> Dict:
-        emitter, args = runs[name]
+        emitter, tests = runs[name]
+        # Runs side by side must not share Inductor's and Triton's caches.
+        cache = tree / f"cache-{name}"
+        args = ["-X", "faulthandler", "-c", PYTEST_WITH_CACHES, str(cache)]
+        args += ["-v", "-p", "no:cacheprovider", *tests]
         start = time.monotonic()
         proc = emitters.run(emitter, args, cwd=tree, timeout=1800)
         (out / f"cuda-export-{name}.txt").write_text(
