@@ -126,24 +126,6 @@ def vulkan_weight() -> None:
     _lower(VulkanPartitioner())
 
 
-def vulkan_serialized_constant() -> None:
-    from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkGraph
-    from executorch.backends.vulkan.serialization.vulkan_graph_serialize import (
-        serialize_constant_tensors,
-    )
-
-    graph = VkGraph(
-        version="0",
-        chain=[],
-        values=[],
-        input_ids=[],
-        output_ids=[],
-        constants=[],
-        shaders=[],
-    )
-    serialize_constant_tensors(graph, [on_storage(torch.ones(4))], bytearray())
-
-
 PROBES: Dict[str, Callable[[], None]] = {
     f.__name__: f
     for f in (
@@ -154,7 +136,6 @@ PROBES: Dict[str, Callable[[], None]] = {
         bundled_expected_output,
         xnnpack_weight,
         vulkan_weight,
-        vulkan_serialized_constant,
     )
 }
 

@@ -58,39 +58,42 @@ def pytest_collection_modifyitems(items):
 """
 
 
-def _parametrized(module: str, cls: str, tests: Tuple[str, ...], devices) -> list:
-    return [
-        f"{module}::{cls}::{test}_{i}_{device}"
-        for test in tests
-        for i, device in enumerate(devices)
-    ]
+def _parametrized(prefix: str, test: str, *devices: str) -> list:
+    """The node ids ``parameterized.expand`` gives ``test`` over ``devices``."""
+    return [f"{prefix}{test}_{i}_{device}" for i, device in enumerate(devices)]
 
 
 # The cases that put a tensor on a device: each must fail on stock.
+EMIT = "exir/emit/test/test_emit_device_constants.py::TestEmitDeviceConstants::"
+BUNDLE = (
+    "devtools/bundled_program/test/test_bundle_device_tensors.py::"
+    "TestBundleDeviceTensors::"
+)
 DEVICE_CASES = {
+    *_parametrized(EMIT, "test_constant_on_device_raises", "cuda_0", "mps_0", "meta"),
+    EMIT + "test_external_constant_on_device_raises",
+    EMIT + "test_initialized_mutable_buffer_on_device_raises",
+    *_parametrized(EMIT, "test_constant_method_on_device_raises", "cuda_0", "meta"),
     *_parametrized(
-        "exir/emit/test/test_emit_device_constants.py",
-        "TestEmitDeviceConstants",
-        (
-            "test_constant_on_device_raises",
-            "test_external_constant_on_device_raises",
-            "test_initialized_mutable_buffer_on_device_raises",
-            "test_constant_method_on_device_raises",
-        ),
-        ("cuda_0", "mps_0", "meta"),
+        BUNDLE, "test_expected_output_on_device_raises", "cuda_0", "mps_0", "meta"
     ),
-    *_parametrized(
-        "devtools/bundled_program/test/test_bundle_device_tensors.py",
-        "TestBundleDeviceTensors",
-        ("test_expected_output_on_device_raises", "test_input_on_device_raises"),
-        ("cuda_0", "mps_0", "meta"),
-    ),
+    *_parametrized(BUNDLE, "test_input_on_device_raises", "cuda_0", "mps_0", "meta"),
     "backends/xnnpack/test/test_xnnpack_device_constants.py::"
     "TestXnnpackDeviceConstants::test_model_on_meta_raises",
     "backends/vulkan/test/test_vulkan_device_constants.py::"
     "TestVulkanDeviceConstants::test_model_on_meta_raises",
-    "backends/vulkan/test/test_vulkan_device_constants.py::"
-    "TestVulkanDeviceConstants::test_serialize_constant_tensors_on_meta_raises",
+}
+# The cases whose device is the tests' stand-in for accelerator memory (the
+# others use meta), among them those that expect a program as on CPU.
+STAND_IN_CASES = {
+    *(case for case in DEVICE_CASES if case.endswith(("_cuda_0", "_mps_0"))),
+    EMIT + "test_external_constant_on_device_raises",
+    EMIT + "test_initialized_mutable_buffer_on_device_raises",
+    *_parametrized(
+        EMIT, "test_uninitialized_mutable_buffer_on_device_is_emitted", "cuda_0"
+    ),
+    *_parametrized(EMIT, "test_empty_constant_on_device_is_emitted", "cuda_0"),
+    *_parametrized(EMIT, "test_empty_constant_method_on_device_is_emitted", "cuda_0"),
 }
 
 # Each probe of test/crash_probes.py, and where its read is in the
@@ -110,10 +113,6 @@ CRASH_SITES = {
     "vulkan_weight": (
         r'backends/vulkan/serialization/vulkan_graph_builder\.py", line 174 in '
         r"maybe_add_constant_tensor"
-    ),
-    "vulkan_serialized_constant": (
-        r'backends/vulkan/serialization/vulkan_graph_serialize\.py", line 220 in '
-        r"serialize_constant_tensors"
     ),
 }
 
@@ -205,8 +204,9 @@ def test_stock_fails_for_want_of_the_guard(runs) -> None:
     sections = re.split(r"^_+ (\S+) _+$", stdout, flags=re.M)
     failures = dict(zip(sections[1::2], sections[2::2]))
     assert len(failures) == len(DEVICE_CASES)
+    stand_in = {case.split("::")[-1] for case in STAND_IN_CASES}
     for name, text in failures.items():
-        if name.endswith(("cuda_0", "mps_0")):
+        if name.split(".")[-1] in stand_in:
             assert re.search(r"AssertionError: \w+Error not raised", text), name
         else:
             assert "NULL pointer access" in text, name
@@ -224,15 +224,11 @@ def test_patched_passes_every_case(runs) -> None:
 def test_a_stand_in_that_lost_its_device_fails_every_case_it_serves(runs) -> None:
     run = runs[("patched", "lost device")]
     outcome = outcomes(run.stdout)
-    stand_in = {node for node in outcome if re.search(r"_\d+_(cuda|mps)_0$", node)}
-    # The emitter's and the bundled program's cuda and mps cases, including
-    # those that expect a program as on CPU and would otherwise pass unchecked.
-    assert len(stand_in) == 18, sorted(outcome)
-    assert any("_is_emitted_" in node for node in stand_in)
-    for node in stand_in:
-        assert outcome[node] == "FAILED", node
-    for node in set(outcome) - stand_in:
-        assert outcome[node] == "PASSED", node
+    assert len(STAND_IN_CASES) == 12
+    for node in outcome:
+        expected = "FAILED" if node in STAND_IN_CASES else "PASSED"
+        assert outcome[node] == expected, node
+    assert STAND_IN_CASES <= set(outcome)
     assert re.search(r"AssertionError: 'cpu' != '(cuda|mps):0'", run.stdout)
 
 

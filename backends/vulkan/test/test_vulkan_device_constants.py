@@ -10,13 +10,6 @@ import unittest
 
 import torch
 from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
-from executorch.backends.vulkan.serialization.vulkan_graph_schema import (
-    VkBytes,
-    VkGraph,
-)
-from executorch.backends.vulkan.serialization.vulkan_graph_serialize import (
-    serialize_constant_tensors,
-)
 from executorch.exir import to_edge_transform_and_lower
 from torch.export import export
 
@@ -28,18 +21,6 @@ class LinearReLU(torch.nn.Module):
 
     def forward(self, x):
         return torch.relu(self.linear(x))
-
-
-def _empty_graph() -> VkGraph:
-    return VkGraph(
-        version="0",
-        chain=[],
-        values=[],
-        input_ids=[],
-        output_ids=[],
-        constants=[],
-        shaders=[],
-    )
 
 
 class TestVulkanDeviceConstants(unittest.TestCase):
@@ -70,28 +51,3 @@ class TestVulkanDeviceConstants(unittest.TestCase):
         )
         for param in model.parameters():
             self.assertIn(param.detach().numpy().tobytes(), executorch_program.buffer)
-
-    def test_serialize_constant_tensors(self) -> None:
-        vk_graph = _empty_graph()
-        raw_bytes = bytearray()
-        weight = torch.arange(4, dtype=torch.float32)
-        serialize_constant_tensors(
-            vk_graph, [weight, torch.ones(0, device="meta")], raw_bytes
-        )
-        # Empty tensors are never read, wherever they are.
-        self.assertEqual(vk_graph.constants, [VkBytes(0, 16), VkBytes(16, 0)])
-        self.assertEqual(bytes(raw_bytes), weight.numpy().tobytes())
-
-    def test_serialize_constant_tensors_on_meta_raises(self) -> None:
-        with self.assertRaises(ValueError) as context:
-            serialize_constant_tensors(
-                _empty_graph(),
-                [torch.ones(4), torch.ones(4, device="meta")],
-                bytearray(),
-            )
-        self.assertEqual(
-            str(context.exception),
-            "Constant tensor 1 is on device meta, but the Vulkan delegate "
-            "serializes constant data from CPU memory. A meta tensor has no data: "
-            "load or initialize it on CPU before lowering.",
-        )

@@ -16,16 +16,16 @@ from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPas
 from parameterized import parameterized
 from torch.export import export
 
+CUDA_ADVICE = (
+    "Move the model to CPU before export, or lower it with a partitioner for "
+    "that device such as CudaPartitioner."
+)
 META_ADVICE = "A meta tensor has no data: load or initialize it on CPU."
 
 # cuda and mps need no accelerator (see _DeviceStorage); meta is a real device
 # without data. Each gets the advice that fits it.
 DEVICES = [
-    (
-        "cuda:0",
-        "Move the model to CPU before export, or lower it with a partitioner for "
-        "that device such as CudaPartitioner.",
-    ),
+    ("cuda:0", CUDA_ADVICE),
     (
         "mps:0",
         "Move the model to CPU before export, or lower it with a partitioner for "
@@ -33,6 +33,8 @@ DEVICES = [
     ),
     ("meta", META_ADVICE),
 ]
+# The stand-in for accelerator memory, and a real device without data.
+CUDA_AND_META = [("cuda:0",), ("meta",)]
 
 
 class _DeviceStorage(torch.UntypedStorage):
@@ -121,31 +123,29 @@ class TestEmitDeviceConstants(unittest.TestCase):
             edge.to_executorch()
         self.assertIn("This node p_linear_weight has metadata", str(context.exception))
 
-    @parameterized.expand(DEVICES)
-    def test_external_constant_on_device_raises(self, device, advice) -> None:
+    def test_external_constant_on_device_raises(self) -> None:
         edge = self._edge(LinearReLU(), torch.ones(2, 4))
-        self._move_constant(edge, "linear.bias", device)
+        self._move_constant(edge, "linear.bias", "cuda:0")
         with self.assertRaisesRegex(
-            InternalError, re.escape(_constant_error("linear.bias", device, advice))
+            InternalError,
+            re.escape(_constant_error("linear.bias", "cuda:0", CUDA_ADVICE)),
         ):
             edge.to_executorch(ExecutorchBackendConfig(external_constants=True))
 
-    @parameterized.expand(DEVICES)
-    def test_initialized_mutable_buffer_on_device_raises(self, device, advice) -> None:
+    def test_initialized_mutable_buffer_on_device_raises(self) -> None:
         edge = self._edge(Counter(), torch.ones(4))
-        self._move_constant(edge, "count", device)
+        self._move_constant(edge, "count", "cuda:0")
         config = ExecutorchBackendConfig(
             passes=[InitializedMutableBufferPass(["count"])]
         )
         with self.assertRaisesRegex(
-            InternalError, re.escape(_constant_error("count", device, advice))
+            InternalError, re.escape(_constant_error("count", "cuda:0", CUDA_ADVICE))
         ):
             edge.to_executorch(config)
 
     @parameterized.expand(
         [
             ("cuda:0", "Pass a CPU tensor in constant_methods."),
-            ("mps:0", "Pass a CPU tensor in constant_methods."),
             ("meta", META_ADVICE),
         ]
     )
@@ -173,10 +173,8 @@ class TestEmitDeviceConstants(unittest.TestCase):
             ],
         )
 
-    @parameterized.expand(DEVICES)
-    def test_uninitialized_mutable_buffer_on_device_is_emitted(
-        self, device, advice
-    ) -> None:
+    @parameterized.expand(CUDA_AND_META)
+    def test_uninitialized_mutable_buffer_on_device_is_emitted(self, device) -> None:
         # Only the shape and dtype of a mutable buffer without an initial state
         # are serialized, so its device does not matter.
         expected = self._edge(Counter(), torch.ones(4)).to_executorch().buffer
@@ -184,15 +182,15 @@ class TestEmitDeviceConstants(unittest.TestCase):
         self._move_constant(edge, "count", device)
         self.assertEqual(edge.to_executorch().buffer, expected)
 
-    @parameterized.expand(DEVICES)
-    def test_empty_constant_on_device_is_emitted(self, device, advice) -> None:
+    @parameterized.expand(CUDA_AND_META)
+    def test_empty_constant_on_device_is_emitted(self, device) -> None:
         expected = self._edge(Concat(), torch.ones(3)).to_executorch().buffer
         edge = self._edge(Concat(), torch.ones(3))
         self._move_constant(edge, "empty", device)
         self.assertEqual(edge.to_executorch().buffer, expected)
 
-    @parameterized.expand(DEVICES)
-    def test_empty_constant_method_on_device_is_emitted(self, device, advice) -> None:
+    @parameterized.expand(CUDA_AND_META)
+    def test_empty_constant_method_on_device_is_emitted(self, device) -> None:
         def program(empty: torch.Tensor) -> bytes:
             torch.manual_seed(0)
             return (
