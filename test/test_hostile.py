@@ -78,9 +78,7 @@ def test_refuses_a_file_symlinked_outside(
     shutil.move(target, outside / "_emitter.py")
     target.symlink_to(outside / "_emitter.py")
     before = snapshot(tmp_path)
-    one_line_error(
-        cli(site, command), "(exir/emit/_emitter.py is a symbolic link)"
-    )
+    one_line_error(cli(site, command), "(exir/emit/_emitter.py is a symbolic link)")
     assert snapshot(tmp_path) == before
 
 
@@ -296,7 +294,7 @@ def test_status_says_once_that_planted_bytecode_blocks_apply(
     status = cli(site, "status", timeout=30)
     assert status.returncode == 0, status.stderr
     lines = status.stdout.splitlines()
-    assert f"  {state:8} {EMITTER} ({reason})" in lines
+    assert f"  {state:8} {EMITTER} (form: upstream; {reason})" in lines
     then = (
         "`apply` patches it."
         if state == "stock"
