@@ -126,6 +126,14 @@ def vulkan_weight() -> None:
     _lower(VulkanPartitioner())
 
 
+def mps_weight() -> None:
+    # Without fp16 conversion, which would read the data first, in half().
+    from executorch.backends.apple.mps.partition import MPSPartitioner
+    from executorch.exir.backend.backend_details import CompileSpec
+
+    _lower(MPSPartitioner([CompileSpec("use_fp16", bytes([False]))]))
+
+
 def vulkan_serialized_constant() -> None:
     from executorch.backends.vulkan.serialization.vulkan_graph_schema import VkGraph
     from executorch.backends.vulkan.serialization.vulkan_graph_serialize import (
@@ -155,6 +163,7 @@ PROBES: Dict[str, Callable[[], None]] = {
         xnnpack_weight,
         vulkan_weight,
         vulkan_serialized_constant,
+        mps_weight,
     )
 }
 
