@@ -35,6 +35,7 @@ next ``apply`` or ``revert`` and never read.
 from __future__ import annotations
 
 import contextlib
+import csv
 import dataclasses
 import enum
 import importlib.metadata
@@ -108,6 +109,22 @@ def _distribution() -> Optional[importlib.metadata.Distribution]:
     return next(iter(found), None)
 
 
+def _files(dist: importlib.metadata.Distribution) -> Optional[list]:
+    """The files that the distribution's RECORD lists (None without one);
+    GuardError when it cannot be read."""
+    try:
+        return dist.files
+    except (UnicodeDecodeError, ValueError, csv.Error) as e:
+        where = next(
+            (str(p) for p in getattr(dist, "_path", Path()).glob("RECORD")), "RECORD"
+        )
+        raise GuardError(
+            f"{where} cannot be read ({e.__class__.__name__}: {e}), so which files "
+            f"this ExecuTorch ships is unknown. Nothing was changed. Reinstall it: "
+            f"{reinstall_command()}"
+        ) from e
+
+
 def executorch_version() -> Optional[str]:
     dist = _distribution()
     return dist.version if dist is not None else None
@@ -135,7 +152,7 @@ def executorch_root() -> Path:
             "with the Python of the environment that has it."
         )
     root = Path(dist.locate_file("executorch"))
-    files = dist.files
+    files = _files(dist)
     if files is not None and not any(
         f.parts[:1] == ("executorch",) and len(f.parts) > 1 for f in files
     ):
@@ -269,7 +286,7 @@ def shipped(root: Path) -> Optional[FrozenSet[str]]:
     installed distribution's RECORD lists; None where no RECORD describes
     ``root``, and then every target counts as shipped."""
     dist = _distribution()
-    files = dist.files if dist is not None else None
+    files = _files(dist) if dist is not None else None
     if files is None or os.path.realpath(
         dist.locate_file("executorch")  # type: ignore[union-attr]
     ) != os.path.realpath(root):
