@@ -226,6 +226,11 @@ def main(argv: List[str]) -> int:
     args = parser.parse_args(argv)
     try:
         wanted = forms(args.git_dir)
+    except subprocess.CalledProcessError as e:
+        print(
+            f"backport: cannot read {args.git_dir}: {e.stderr.strip()}", file=sys.stderr
+        )
+        return 2
     except NoPlace as e:
         print(f"backport: {e}", file=sys.stderr)
         return 1
