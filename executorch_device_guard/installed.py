@@ -212,19 +212,20 @@ def _classify(text: str, forms: Tuple[Form, ...]) -> Tuple[FileState, str, str, 
         both |= mixed
         if state is not FileState.UNKNOWN:
             fits.append((state, other, form.name))
-    if len({(state, other) for state, other, _ in fits}) > 1:
-        names = ", ".join(name for _, _, name in fits)
-        return FileState.UNKNOWN, "", f"it fits more than one form ({names})", ""
-    if fits:
-        state, other, name = fits[0]
-        return state, other, "", name
     if both:
+        # Under one form it is both stock and patched: never guess.
         return (
             FileState.UNKNOWN,
             "",
             "it holds both the stock and the patched code",
             "",
         )
+    if len({(state, other) for state, other, _ in fits}) > 1:
+        names = ", ".join(name for _, _, name in fits)
+        return FileState.UNKNOWN, "", f"it fits more than one form ({names})", ""
+    if fits:
+        state, other, name = fits[0]
+        return state, other, "", name
     return FileState.UNKNOWN, "", _why_unknown(text, forms), ""
 
 

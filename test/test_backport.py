@@ -18,7 +18,11 @@ import sys
 import pytest
 
 from conftest import REPO
+from executorch_device_guard import installed
+from executorch_device_guard.installed import FileState
 from executorch_device_guard.patchset import (
+    FilePatch,
+    Form,
     Hunk,
     patched_files,
     read_backports,
@@ -84,3 +88,31 @@ def test_a_bad_repository_is_one_line() -> None:
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("backport: cannot read /nonexistent: ")
     assert len(result.stderr.splitlines()) == 1
+
+
+def _form(name: str, old: str, new: str) -> Form:
+    hunk = Hunk(2, tuple(old.splitlines(True)), tuple(new.splitlines(True)))
+    return Form(name, (FilePatch("f.py", (hunk,)),))
+
+
+def test_a_text_that_fits_two_forms_differently_is_unknown() -> None:
+    text = "a\nb\nc\n"
+    one = _form("one", "b\n", "b\nguard\n")
+    other = _form("other", "b\n", "guard\nb\n")
+    state, _, why, _ = installed._classify(text, (one,))
+    assert state is FileState.STOCK and why == ""
+    state, _, why, name = installed._classify(text, (one, other))
+    assert (state, why, name) == (
+        FileState.UNKNOWN,
+        "it fits more than one form (one, other)",
+        "",
+    )
+
+
+def test_a_text_that_holds_both_under_one_form_is_unknown() -> None:
+    text = "b\nguard\nb\n"
+    mixed = _form("upstream", "b\n", "b\nguard\n")
+    clean = _form("v1", "b\nguard\nb\n", "b\nguard\nguard\nb\n")
+    state, _, why, _ = installed._classify(text, (mixed, clean))
+    assert state is FileState.UNKNOWN
+    assert why == "it holds both the stock and the patched code"
