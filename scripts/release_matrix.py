@@ -20,7 +20,8 @@ that wheel and the torch it pins (``torch_pin``), installed without bytecode
    ExecuTorch is the guarded function (the line is printed with its source);
    under ``run`` (the patched overlay), it exits 1 with the clear error.
 
-``--no-probes`` installs the wheel alone (``--no-deps``, no torch) and runs
+``--sites`` runs one probe per guarded read (the emitter's first probe
+only; its other three reach the same line). ``--no-probes`` installs the wheel alone (``--no-deps``, no torch) and runs
 steps 1 and 2 only, with ``run -- python`` reading the patched files through
 the overlay instead of importing ExecuTorch: minutes instead of an hour for
 the releases whose torch is a CUDA build of several GB.
@@ -146,21 +147,27 @@ def crash_site(stderr: str, site: Path) -> Optional[Tuple[str, int, str]]:
     return None
 
 
-# Run under the overlay without torch: every target that Python would import
-# is the patched text (a guard's "is on device" message is in it).
-SEES_PATCHED = """
-import importlib.util, pathlib, sys
+# Run under the overlay without torch: the sha256 of each target as Python
+# would import it, to compare with what ``apply`` wrote.
+SEES = """
+import hashlib, importlib.util, pathlib, sys
 spec = importlib.util.find_spec("executorch")
 root = pathlib.Path(list(spec.submodule_search_locations)[0])
-targets = sys.argv[1:]
-found = [t for t in targets if "is on device" in (root / t).read_text()]
-print(f"{len(found)} of {len(targets)} targets patched under run")
-sys.exit(0 if found == targets else 1)
+for rel in sys.argv[1:]:
+    print(rel, hashlib.sha256((root / rel).read_bytes()).hexdigest())
 """
 
 
+# One probe per guarded read, for --sites.
+SITES = ["emitter_constant"] + [p for p in PROBES if not p.startswith("emitter_")]
+
+
 def release(
-    version: str, keep: bool, out: List[str], probes: bool = True
+    version: str,
+    keep: bool,
+    out: List[str],
+    probes: bool = True,
+    only: Optional[List[str]] = None,
 ) -> Dict[str, str]:
     start = time.monotonic()
     base = Path(tempfile.mkdtemp(prefix=f"et-release-{version}-"))
@@ -213,6 +220,8 @@ def release(
             say(f"$ executorch-device-guard {step}  (exit {proc.returncode})")
             say((proc.stdout + proc.stderr).rstrip().replace(str(site) + "/", "SITE/"))
             steps.setdefault(step, proc.returncode)
+            if step == "apply":
+                patched = tree_hash(site)
         after = tree_hash(site)
         changed = sorted(
             k for k in set(before) | set(after) if before.get(k) != after.get(k)
@@ -227,9 +236,14 @@ def release(
             shipped = {
                 r for r, _, _ in PROBES.values() if (site / "executorch" / r).is_file()
             }
-            command = [str(python), "-c", SEES_PATCHED, *sorted(shipped)]
+            command = [str(python), "-c", SEES, *sorted(shipped)]
         proc = sh([*tool, "run", "--", *command], env=env, cwd=base)
-        say((proc.stdout + proc.stderr).strip())
+        if not probes:
+            seen = dict(line.split() for line in proc.stdout.splitlines())
+            same = [r for r in seen if seen[r] == patched[f"executorch/{r}"]]
+            say(f"run: {len(same)} of {len(shipped)} targets are the patched files")
+            if len(same) != len(shipped) or not shipped:
+                proc.returncode = proc.returncode or 1
         after_run = tree_hash(site)
         wrote = sorted(
             k for k in set(after) | set(after_run) if after.get(k) != after_run.get(k)
@@ -243,6 +257,8 @@ def release(
 
         results = []
         for probe, (rel, function, folder) in PROBES.items() if probes else ():
+            if only is not None and probe not in only:
+                continue
             if not (site / "executorch" / folder).is_dir():
                 say(f"{probe}: not shipped")
                 continue
@@ -299,9 +315,13 @@ def main(argv: List[str]) -> int:
     parser.add_argument(
         "--no-probes", action="store_true", help="no torch, no exports: steps 1-2"
     )
+    parser.add_argument(
+        "--sites", action="store_true", help="one crash probe per guarded read"
+    )
     args = parser.parse_args(argv)
     out: List[str] = []
-    rows = [release(v, args.keep, out, not args.no_probes) for v in args.versions]
+    only = SITES if args.sites else None
+    rows = [release(v, args.keep, out, not args.no_probes, only) for v in args.versions]
     columns = [
         "release",
         "torch",
