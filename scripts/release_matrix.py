@@ -210,6 +210,8 @@ def release(
             ).stdout.strip()
         )
         env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONDONTWRITEBYTECODE="1")
+        # As in an activated environment: 1.0.x runs the wheel's `flatc` from PATH.
+        env["PATH"] = os.pathsep.join([str(venv / "bin"), env.get("PATH", "")])
         env.pop("PYTHONSAFEPATH", None)
         tool = [str(python), "-m", "executorch_device_guard"]
 
