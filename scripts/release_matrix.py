@@ -320,9 +320,10 @@ def main(argv: List[str]) -> int:
     parser.add_argument(
         "--sites", action="store_true", help="one crash probe per guarded read"
     )
+    parser.add_argument("--only", nargs="+", choices=list(PROBES), help="these probes")
     args = parser.parse_args(argv)
     out: List[str] = []
-    only = SITES if args.sites else None
+    only = args.only or (SITES if args.sites else None)
     rows = [release(v, args.keep, out, not args.no_probes, only) for v in args.versions]
     columns = [
         "release",
