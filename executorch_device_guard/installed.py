@@ -10,6 +10,13 @@ The patch series is the only record: there is no state file. Each target
 file's state is read from its bytes: *stock* when the series applies to it
 exactly and reverses back to the same bytes, *patched* when the series
 reverses exactly and applies back to the same bytes, otherwise *unknown*.
+Where an older release's stock file differs from main's around a hunk, the
+file has a backport form too (``patchset.read_backports``): the same added
+and removed lines, with the context of that release. A file is classified
+against every form it has and takes the one that fits, which ``status``
+names; one that fits several forms differently is unknown. A target that the
+distribution's RECORD does not list is *not shipped* by this release (the MPS
+backend in 1.5.x): it is left alone, never written, even if a file is there.
 ``apply`` replaces each stock file by its patched text, ``revert`` each
 patched file by its stock text (the strict reverse of the same hunks), one
 file at a time, atomically, under a lock (``lock``), inside the package only
@@ -28,6 +35,7 @@ next ``apply`` or ``revert`` and never read.
 from __future__ import annotations
 
 import contextlib
+import csv
 import dataclasses
 import enum
 import importlib.metadata
@@ -35,7 +43,7 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, FrozenSet, Iterator, List, Optional, Tuple
 
 from executorch_device_guard import bytecode, faults, lock
 from executorch_device_guard.confined import Package, Unsafe
@@ -43,8 +51,11 @@ from executorch_device_guard.errors import GuardError
 from executorch_device_guard.patchset import (
     apply_all,
     FilePatch,
+    Form,
+    forms as forms_of,
     missing_hunks,
     PatchError,
+    UPSTREAM,
 )
 
 __all__ = [
@@ -54,8 +65,10 @@ __all__ = [
     "classify",
     "executorch_root",
     "executorch_version",
+    "form",
     "read_text",
     "revert",
+    "shipped",
     "status",
     "survey",
 ]
@@ -72,6 +85,7 @@ class FileState(enum.Enum):
     PATCHED = "patched"
     UNKNOWN = "unknown"
     MISSING = "missing"
+    NOT_SHIPPED = "not shipped"
 
 
 def _search_path() -> List[str]:
@@ -93,6 +107,22 @@ def _distribution() -> Optional[importlib.metadata.Distribution]:
     """The installed ``executorch`` distribution, found on ``_search_path``."""
     found = importlib.metadata.distributions(name="executorch", path=_search_path())
     return next(iter(found), None)
+
+
+def _files(dist: importlib.metadata.Distribution) -> Optional[list]:
+    """The files that the distribution's RECORD lists (None without one);
+    GuardError when it cannot be read."""
+    try:
+        return dist.files
+    except (UnicodeDecodeError, ValueError, csv.Error) as e:
+        where = next(
+            (str(p) for p in getattr(dist, "_path", Path()).glob("RECORD")), "RECORD"
+        )
+        raise GuardError(
+            f"{where} cannot be read ({e.__class__.__name__}: {e}), so which files "
+            f"this ExecuTorch ships is unknown. Nothing was changed. Reinstall it: "
+            f"{reinstall_command()}"
+        ) from e
 
 
 def executorch_version() -> Optional[str]:
@@ -122,7 +152,7 @@ def executorch_root() -> Path:
             "with the Python of the environment that has it."
         )
     root = Path(dist.locate_file("executorch"))
-    files = dist.files
+    files = _files(dist)
     if files is not None and not any(
         f.parts[:1] == ("executorch",) and len(f.parts) > 1 for f in files
     ):
@@ -152,8 +182,9 @@ def executorch_root() -> Path:
     return root
 
 
-def _classify(text: str, patches: List[FilePatch]) -> Tuple[FileState, str, str]:
-    """The state of a file's text, the text of the other state, and a reason."""
+def _classify_one(text: str, patches: List[FilePatch]) -> Tuple[FileState, str, bool]:
+    """The state of a file's text under one form, the text of the other state,
+    and whether the text holds both the stock and the patched code."""
 
     def attempt(source: str, reverse: bool) -> Optional[str]:
         try:
@@ -163,26 +194,62 @@ def _classify(text: str, patches: List[FilePatch]) -> Tuple[FileState, str, str]
 
     forward, backward = attempt(text, False), attempt(text, True)
     if forward is not None and backward is not None:
-        return FileState.UNKNOWN, "", "it holds both the stock and the patched code"
+        return FileState.UNKNOWN, "", True
     if forward is not None and attempt(forward, True) == text:
-        return FileState.STOCK, forward, ""
+        return FileState.STOCK, forward, False
     if backward is not None and attempt(backward, False) == text:
-        return FileState.PATCHED, backward, ""
-    return FileState.UNKNOWN, "", _why_unknown(text, patches)
+        return FileState.PATCHED, backward, False
+    return FileState.UNKNOWN, "", False
 
 
-def _why_unknown(text: str, patches: List[FilePatch]) -> str:
+def _classify(text: str, forms: Tuple[Form, ...]) -> Tuple[FileState, str, str, str]:
+    """The state of a file's text, the text of the other state, a reason (when
+    unknown) and the name of the form that fits."""
+    fits: List[Tuple[FileState, str, str]] = []
+    both = False
+    for form in forms:
+        state, other, mixed = _classify_one(text, list(form.patches))
+        both |= mixed
+        if state is not FileState.UNKNOWN:
+            fits.append((state, other, form.name))
+    if both:
+        # Under one form it is both stock and patched: never guess.
+        return (
+            FileState.UNKNOWN,
+            "",
+            "it holds both the stock and the patched code",
+            "",
+        )
+    if len({(state, other) for state, other, _ in fits}) > 1:
+        names = ", ".join(name for _, _, name in fits)
+        return FileState.UNKNOWN, "", f"it fits more than one form ({names})", ""
+    if fits:
+        state, other, name = fits[0]
+        return state, other, "", name
+    return FileState.UNKNOWN, "", _why_unknown(text, forms), ""
+
+
+def _why_unknown(text: str, forms: Tuple[Form, ...]) -> str:
     """Which text a file that is neither stock nor patched is closest to,
     and where it departs from it."""
     crlf = "\r\n" in text
     if crlf:
-        state, _, _ = _classify(text.replace("\r\n", "\n"), patches)
+        state, _, _, _ = _classify(text.replace("\r\n", "\n"), forms)
         if state in (FileState.STOCK, FileState.PATCHED):
             return f"its line endings are CRLF; with LF it is the {state.value} text"
-    stock, patched = missing_hunks(patches, text), missing_hunks(patches, text, True)
-    reverse = len(patched) < len(stock)
-    closest, missing = ("patched", patched) if reverse else ("stock", stock)
+    candidates = []
+    for form in forms:
+        patches = list(form.patches)
+        stock = missing_hunks(patches, text)
+        patched = missing_hunks(patches, text, True)
+        for missing, reverse in ((stock, False), (patched, True)):
+            candidates.append((len(missing), reverse, missing, form.name))
+    # Fewest hunks missing; on a tie the stock text, of the earliest form.
+    _, reverse, missing, name = min(candidates, key=lambda c: (c[0], c[1]))
+    closest = "patched" if reverse else "stock"
     why = f"edited: differs from the {closest} text"
+    if name != UPSTREAM:
+        why += f" of the {name} form"
     if missing:
         number, hunk = missing[0]
         start = hunk.new_start if reverse else hunk.old_start
@@ -197,8 +264,14 @@ def classify(
     """The state of one file, and its patched text when it is stock."""
     if text is None:
         return FileState.MISSING, None
-    state, other, _ = _classify(text, patches)
+    state, other, _, _ = _classify(text, forms_of(patches))
     return state, other if state is FileState.STOCK else None
+
+
+def form(text: str, patches: List[FilePatch]) -> str:
+    """The name of the form of the change that fits a stock or patched text
+    ("" for any other)."""
+    return _classify(text, forms_of(patches))[3]
 
 
 def read_text(path: Path) -> Optional[str]:
@@ -209,21 +282,51 @@ def read_text(path: Path) -> Optional[str]:
         return None
 
 
+def shipped(root: Path) -> Optional[FrozenSet[str]]:
+    """The files in the package folder ``root`` (relative to it) that the
+    installed distribution's RECORD lists; None where no RECORD describes
+    ``root``, and then every target counts as shipped."""
+    dist = _distribution()
+    files = _files(dist) if dist is not None else None
+    if files is None or os.path.realpath(
+        dist.locate_file("executorch")  # type: ignore[union-attr]
+    ) != os.path.realpath(root):
+        return None
+    return frozenset(
+        "/".join(f.parts[1:]) for f in files if f.parts[:1] == ("executorch",)
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class Inspection:
-    """One target file: its state, why (when unknown), its bytes, the other state's."""
+    """One target file: its state, why (when unknown), its bytes, the other
+    state's, and the form of the change that fits it."""
 
     state: FileState
     reason: str = ""
     data: bytes = b""
     other: bytes = b""
+    form: str = ""
 
     def describe(self, path: Path) -> str:
         why = f" ({self.reason})" if self.reason else ""
         return f"{path} is {self.state.value}{why}"
 
 
-def inspect(package: Package, rel: str, patches: List[FilePatch]) -> Inspection:
+def inspect(
+    package: Package,
+    rel: str,
+    patches: List[FilePatch],
+    listed: Optional[FrozenSet[str]] = None,
+) -> Inspection:
+    """One target's state; ``listed``: the files the RECORD lists (``shipped``)."""
+    if listed is not None and rel not in listed:
+        try:
+            there = package.read(rel) is not None
+        except Unsafe:
+            there = True
+        why = "this release's RECORD does not list it: the file there is left alone"
+        return Inspection(FileState.NOT_SHIPPED, why if there else "")
     try:
         data = package.read(rel)
     except Unsafe as e:
@@ -234,8 +337,8 @@ def inspect(package: Package, rel: str, patches: List[FilePatch]) -> Inspection:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return Inspection(FileState.UNKNOWN, "not UTF-8 text", data)
-    state, other, reason = _classify(text, patches)
-    return Inspection(state, reason, data, other.encode("utf-8"))
+    state, other, reason, form = _classify(text, forms_of(patches))
+    return Inspection(state, reason, data, other.encode("utf-8"), form)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,6 +392,10 @@ class Survey:
     def count(self, state: FileState) -> int:
         return sum(i.state is state for i in self.files.values())
 
+    def shipped(self) -> int:
+        """How many targets this release ships."""
+        return len(self.files) - self.count(FileState.NOT_SHIPPED)
+
     def stale(self) -> List[str]:
         return [path for b in self.bytecode.values() for path in b.stale]
 
@@ -300,7 +407,8 @@ class Survey:
         Python would not run it as it is."""
         lines = []
         for rel, inspection in self.files.items():
-            notes = [inspection.reason] if inspection.reason else []
+            notes = [f"form: {inspection.form}"] if inspection.form else []
+            notes += [inspection.reason] if inspection.reason else []
             found = self.bytecode.get(rel, Bytecode())
             notes += list(found.unsafe)
             notes += [
@@ -312,7 +420,7 @@ class Survey:
         return lines
 
     def summary(self) -> List[str]:
-        total, patched = len(self.files), self.count(FileState.PATCHED)
+        total, patched = self.shipped(), self.count(FileState.PATCHED)
         unknown = patched + self.count(FileState.STOCK) < total
         if unknown:
             lines = [
@@ -368,8 +476,14 @@ class Survey:
         return lines
 
 
-def _survey(package: Package, targets: Dict[str, List[FilePatch]]) -> Survey:
-    files = {rel: inspect(package, rel, patches) for rel, patches in targets.items()}
+def _survey(
+    package: Package,
+    targets: Dict[str, List[FilePatch]],
+    listed: Optional[FrozenSet[str]],
+) -> Survey:
+    files = {
+        rel: inspect(package, rel, patches, listed) for rel, patches in targets.items()
+    }
     legacy = package.is_file(LEGACY_STATE)
     cached = {
         rel: inspect_bytecode(package, rel, i.data)
@@ -431,8 +545,9 @@ def _locked(
     in its new place; the run starts over on the folder now at ``root``.
     """
     for _ in range(_ATTEMPTS):
-        with Package(root) as package, lock.hold(
-            package.fd, root, lambda: waiting(root), shared=shared
+        with (
+            Package(root) as package,
+            lock.hold(package.fd, root, lambda: waiting(root), shared=shared),
         ):
             if not package.moved():
                 yield package
@@ -451,8 +566,9 @@ def survey(
 ) -> Survey:
     """Reads the state of the installation, writing nothing; waits for a
     running ``apply`` or ``revert`` to finish first (a shared lock)."""
+    listed = shipped(root)
     with _locked(root, waiting or _say_waiting, shared=True) as package:
-        return _survey(package, targets)
+        return _survey(package, targets, listed)
 
 
 def status(root: Path, targets: Dict[str, List[FilePatch]]) -> Dict[str, FileState]:
@@ -504,8 +620,9 @@ def _change(
     waiting: Callable[[Path], None],
 ) -> Change:
     faults.check()
+    listed = shipped(root)
     with _locked(root, waiting) as package:
-        found = _survey(package, targets)
+        found = _survey(package, targets, listed)
         bad = [
             i.describe(root / rel)
             for rel, i in found.files.items()
@@ -554,11 +671,11 @@ def _change(
             try:
                 package.replace(rel, inspection.other, inspection.data, cached[rel])
             except (OSError, Unsafe) as e:
-                done = len(written) + len(found.files) - len(todo)
+                done = len(written) + found.shipped() - len(todo)
                 verb = "patched" if source is FileState.STOCK else "stock"
                 raise GuardError(
                     f"Cannot write {root / rel} ({getattr(e, 'strerror', None) or e}). "
-                    f"{done} of {len(found.files)} files are now {verb}, each "
+                    f"{done} of {found.shipped()} files are now {verb}, each "
                     "file whole: fix the cause, then run `apply` to finish or "
                     "`revert` to undo."
                 ) from e

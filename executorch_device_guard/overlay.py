@@ -15,7 +15,9 @@ parent and the installation stay stock.
 The target files are read the way ``status`` and ``apply`` read them
 (``installed.survey``: never through a symbolic link, never blocking on a
 FIFO, any bytes), and the overlay is refused for exactly what ``apply``
-refuses: a target that is neither stock nor patched, or missing.
+refuses: a target that is neither stock nor patched, or missing. A target
+that the release does not ship (not in its RECORD) is linked as it is, like
+any other file.
 
 Python run with an overlay must not cache bytecode: a module imported through
 a linked folder would have its ``__pycache__`` written into the installed
@@ -41,13 +43,13 @@ NO_BYTECODE = {"PYTHONDONTWRITEBYTECODE": "1"}
 def inspect_targets(
     installed: Path, targets: Dict[str, List[FilePatch]]
 ) -> Dict[str, Inspection]:
-    """Each target's state and bytes; GuardError unless every one is stock or
-    patched."""
+    """Each target's state and bytes; GuardError unless every one is stock,
+    patched or not shipped."""
     found = _installed.survey(installed, targets).files
     bad = [
         i.describe(installed / rel)
         for rel, i in found.items()
-        if i.state not in (FileState.STOCK, FileState.PATCHED)
+        if i.state not in (FileState.STOCK, FileState.PATCHED, FileState.NOT_SHIPPED)
     ]
     if bad:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
@@ -75,6 +77,8 @@ def build_overlay(
         found = inspect_targets(installed, targets)
     files: Dict[Path, bytes] = {}
     for rel, inspection in found.items():
+        if inspection.state is FileState.NOT_SHIPPED:
+            continue
         is_stock = inspection.state is FileState.STOCK
         stock = inspection.data if is_stock else inspection.other
         patched_data = inspection.other if is_stock else inspection.data

@@ -10,16 +10,21 @@ The series is the single source of the change: ``apply`` installs it,
 ``check`` and the tests build a patched emitter from it, and ``export`` turns
 it into mbox patches for ``git am``. Hunks must match exactly (no fuzz, no
 whitespace tolerance); a hunk may only move, as ``git apply`` allows.
+
+Where an older release's stock file differs from main's around a hunk,
+``patches/backports`` holds a backport form of that file's change, derived
+from the series by scripts/backport.py; ``forms`` gives both.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import email
+import functools
 import email.policy
 import re
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 _HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
@@ -202,3 +207,52 @@ def apply_all(patches: List[FilePatch], text: str, reverse: bool = False) -> str
     for file_patch in reversed(patches) if reverse else patches:
         text = file_patch.apply(text, reverse=reverse)
     return text
+
+
+@dataclasses.dataclass(frozen=True)
+class Form:
+    """One text of the change to one file: the series' own hunks
+    (``UPSTREAM``), or a backport's, whose hunks fit the stock file of the
+    releases it is named after (see ``read_backports``)."""
+
+    name: str
+    patches: Tuple[FilePatch, ...]
+
+
+UPSTREAM = "upstream"
+
+# Backports: patches/backports/RELEASES.diff, one unified diff per file whose
+# series hunks do not fit the stock file of those releases (e.g.
+# v1.0.0-v1.1.0.diff). Written by scripts/backport.py; lines before the first
+# "--- " are comments.
+BACKPORTS = "backports"
+
+
+def read_backports(root: Path) -> Dict[str, List[Form]]:
+    """Each file's backport forms, named after their releases (the file's name
+    without ``.diff``), in the order of their names."""
+    folder = root / "patches" / BACKPORTS
+    found: Dict[str, List[Form]] = {}
+    if folder.is_dir():
+        for path in sorted(folder.glob("*.diff")):
+            for file_patch in parse_diff(path.read_text(encoding="utf-8")):
+                found.setdefault(file_patch.path, []).append(
+                    Form(path.stem, (file_patch,))
+                )
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def _backports(root: Path) -> Dict[str, List[Form]]:
+    return read_backports(root)
+
+
+def forms(patches: Sequence[FilePatch]) -> Tuple[Form, ...]:
+    """Every form of one file's change: the series' own hunks first, then the
+    backports for older releases that the tool ships (``data_root()``)."""
+    from executorch_device_guard import data_root
+
+    own = Form(UPSTREAM, tuple(patches))
+    if not patches:
+        return (own,)
+    return (own, *_backports(data_root()).get(patches[0].path, ()))

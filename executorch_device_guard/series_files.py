@@ -7,7 +7,8 @@
 """The Python files the series adds or changes, as ExecuTorch will hold them.
 
 The changed files are the installed ExecuTorch's, with the series applied
-(whether the installation is stock or patched); the new files are this
+(whether the installation is stock or patched), less those the installed
+release does not ship; the new files are this
 repository's, at their ExecuTorch paths. The lint runs on all of them; the
 upstream tests (``upstream_tests``) run from a folder laid out like ExecuTorch's
 source tree, against a stock or a patched overlay.
@@ -27,8 +28,11 @@ def changed_files(root: Path, installed_root: Path, tests: bool) -> Dict[str, st
     """ExecuTorch path -> patched text of each Python file the series edits:
     the guarded sources, and with ``tests`` the test modules too."""
     files = {}
+    shipped = installed.shipped(installed_root)
     for rel, patches in patched_files(root, tests=tests).items():
         text = installed.read_text(installed_root / rel)
+        if text is None and shipped is not None and rel not in shipped:
+            continue  # e.g. the MPS backend, which 1.5.x does not ship
         state, other = installed.classify(text, patches)
         if state not in (FileState.STOCK, FileState.PATCHED):
             raise installed.GuardError(

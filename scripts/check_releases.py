@@ -11,7 +11,9 @@
 Reads each target file at each release tag (v1.0.0 and later, plus main) from
 a git repository of pytorch/executorch and classifies it with the same strict
 applier that `apply` uses: stock (the patch applies), patched, unknown or
-absent. Prints a markdown table.
+missing (not in that release), with the form of the change that fits when it
+is a backport (patches/backports, scripts/backport.py). Prints a markdown
+table.
 """
 
 import re
@@ -22,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from executorch_device_guard import data_root  # noqa: E402
-from executorch_device_guard.installed import classify  # noqa: E402
+from executorch_device_guard.installed import classify, form, UPSTREAM  # noqa: E402
 from executorch_device_guard.patchset import patched_files  # noqa: E402
 
 
@@ -50,7 +52,9 @@ def main(git_dir: str, refs: list) -> int:
                 text=True,
             )
             text = show.stdout if show.returncode == 0 else None
-            cells.append(classify(text, patches)[0].value)
+            cell = classify(text, patches)[0].value
+            name = form(text, patches) if text is not None else ""
+            cells.append(cell + (f" ({name})" if name not in ("", UPSTREAM) else ""))
         print(f"| {ref} | " + " | ".join(cells) + " |")
     return 0
 

@@ -25,7 +25,7 @@ HEADER = """\
 # The upstream change, one commit per line, applied in order. Each line names
 # a `git format-patch` file that edits existing ExecuTorch files, then the new
 # files (kept in this repository at their ExecuTorch paths) that the commit
-# adds. Each commit stands on its own: 0002-0004 do not need 0001.
+# adds. Each commit stands on its own: 0002-0005 do not need 0001.
 # Written by scripts/import_series.py.
 """
 

@@ -126,6 +126,14 @@ def vulkan_weight() -> None:
     _lower(VulkanPartitioner())
 
 
+def mps_weight() -> None:
+    # Without fp16 conversion, which would read the data first, in half().
+    from executorch.backends.apple.mps.partition import MPSPartitioner
+    from executorch.exir.backend.backend_details import CompileSpec
+
+    _lower(MPSPartitioner([CompileSpec("use_fp16", bytes([False]))]))
+
+
 PROBES: Dict[str, Callable[[], None]] = {
     f.__name__: f
     for f in (
@@ -136,6 +144,7 @@ PROBES: Dict[str, Callable[[], None]] = {
         bundled_expected_output,
         xnnpack_weight,
         vulkan_weight,
+        mps_weight,
     )
 }
 

@@ -7,7 +7,8 @@
 """Throwaway ExecuTorch installations for the apply and revert tests.
 
 A ``site`` folder holds an ``executorch`` package with copies of the stock
-target files, laid out as the 1.5.1 wheel lays them out (a namespace package,
+target files that the installed ExecuTorch ships (``TARGETS``; 1.5.1 ships no
+MPS backend), laid out as the 1.5.1 wheel lays them out (a namespace package,
 no ``__init__.py``), and an ``executorch-1.5.1.dist-info`` whose RECORD lists
 them. The CLI runs in a child process whose PYTHONPATH puts the site first,
 so it finds that installation exactly as it would find a real one. The
@@ -29,7 +30,14 @@ from executorch_device_guard import installed
 from executorch_device_guard.installed import executorch_root, FileState
 from executorch_device_guard.patchset import apply_all, patched_files
 
-TARGETS = patched_files(REPO)
+# Every target of the series, and those the installed ExecuTorch ships.
+ALL_TARGETS = patched_files(REPO)
+_SHIPPED = installed.shipped(executorch_root())
+TARGETS = {
+    rel: target
+    for rel, target in ALL_TARGETS.items()
+    if _SHIPPED is None or rel in _SHIPPED
+}
 FAULT = "EXECUTORCH_DEVICE_GUARD_TEST_FAULT"
 
 

@@ -15,6 +15,7 @@ the package is byte-identical and the package ends stock or fully patched.
 import json
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -78,9 +79,7 @@ def test_refuses_a_file_symlinked_outside(
     shutil.move(target, outside / "_emitter.py")
     target.symlink_to(outside / "_emitter.py")
     before = snapshot(tmp_path)
-    one_line_error(
-        cli(site, command), "(exir/emit/_emitter.py is a symbolic link)"
-    )
+    one_line_error(cli(site, command), "(exir/emit/_emitter.py is a symbolic link)")
     assert snapshot(tmp_path) == before
 
 
@@ -296,7 +295,7 @@ def test_status_says_once_that_planted_bytecode_blocks_apply(
     status = cli(site, "status", timeout=30)
     assert status.returncode == 0, status.stderr
     lines = status.stdout.splitlines()
-    assert f"  {state:8} {EMITTER} ({reason})" in lines
+    assert f"  {state:8} {EMITTER} (form: upstream; {reason})" in lines
     then = (
         "`apply` patches it."
         if state == "stock"
@@ -317,3 +316,18 @@ def test_status_says_once_that_planted_bytecode_blocks_apply(
     assert_only_targets_changed(
         tmp_path, site, before, goal, may_vanish=[str(pyc.relative_to(tmp_path))]
     )
+
+
+@pytest.mark.parametrize("command", ["status", "apply", "revert", "run"])
+def test_record_that_is_not_utf8_is_one_line(tmp_path: Path, command: str) -> None:
+    """The RECORD says which targets the release ships: one that cannot be
+    read is refused in one line, and nothing is written."""
+    site = make_site(tmp_path / "site")
+    record = next(site.glob("*.dist-info")) / "RECORD"
+    record.write_bytes(record.read_bytes() + b"executorch/\xff,,\n")
+    before = snapshot(tmp_path)
+    args = [command] + (
+        ["--", sys.executable, "-c", "pass"] if command == "run" else []
+    )
+    one_line_error(cli(site, *args), f"{record} cannot be read")
+    assert snapshot(tmp_path) == before

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from conftest import REPO
+from executorch_device_guard.installed import executorch_root
 from executorch_device_guard.patchset import patched_files, read_series
 
 SCRIPT = REPO / "scripts" / "lint_upstream.py"
@@ -30,8 +31,14 @@ def test_every_added_or_changed_file_is_clean() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     files = lines[: next(i for i, line in enumerate(lines) if line.startswith("$ "))]
+    # Every file the series adds, and every one it edits that this release
+    # ships (1.5.1 ships no MPS backend).
     expected = {
-        *patched_files(REPO, tests=True),
+        *(
+            f
+            for f in patched_files(REPO, tests=True)
+            if (executorch_root() / f).exists()
+        ),
         *(
             f
             for entry in read_series(REPO)

@@ -1,0 +1,292 @@
+# Copyright (c) 2026 The executorch-device-guard authors.
+# All rights reserved.
+#
+# This source code is licensed under the BSD-style license found in the
+# LICENSE file in the root directory of this source tree.
+
+"""apply, revert, status and run on real ExecuTorch releases other than 1.5.1.
+
+Each release is pip's own install of its wheel from the package index
+(``--no-deps --no-compile --target``) into a folder that the CLI's child
+process puts first on its path, so the tool finds that release as it would
+find it in an environment of its own; the environment's ExecuTorch is only
+read. The wheels are kept in ``.releases/`` between runs.
+
+- 1.0.0, the oldest release: its Vulkan builder takes the backport form
+  (patches/backports), it ships the MPS backend. ``apply``, ``revert``,
+  ``status`` and ``run`` need no torch, so this runs without the torch 2.9 it
+  pins (a CUDA build of several GB): the exports on 1.0.0 are in
+  scripts/release_matrix.py's record (docs/releases.md).
+- 1.4.1, the newest release that ships the MPS backend, pins torch>=2.13.0a0:
+  the environment's torch 2.13.0 is that. The MPS commit's upstream test
+  fails as a test on stock and passes patched; the MPS crash probe dies with
+  SIGSEGV at the read on stock and raises the clear error patched.
+
+1.5.1 is the environment's own release (the other tests); here it is also
+checked that a target its RECORD does not list is left alone.
+"""
+
+import hashlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict
+
+import pytest
+
+from conftest import REPO
+from sites import cli, FAULT, make_site, one_line_error, snapshot
+
+WHEELS = REPO / ".releases"  # not .whl/, which gpu/ installs whole
+MPS = "backends/apple/mps/operators/node_visitor.py"
+VULKAN = "backends/vulkan/serialization/vulkan_graph_builder.py"
+FORMS_1_0_0 = {
+    "exir/emit/_emitter.py": "upstream",
+    "devtools/bundled_program/core.py": "upstream",
+    "backends/xnnpack/operators/node_visitor.py": "upstream",
+    VULKAN: "v1.0.0-v1.1.0",
+    MPS: "upstream",
+}
+
+
+def _pip(*args: str) -> None:
+    """pip with retries: the index is reachable from CI, but not always at once."""
+    for attempt in range(3):
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode == 0:
+            return
+        time.sleep(5 * (attempt + 1))
+    raise AssertionError(f"pip {' '.join(args)}:\n{proc.stdout}{proc.stderr}")
+
+
+def release_site(folder: Path, version: str) -> Path:
+    """``folder`` holding ExecuTorch ``version`` as pip installs it."""
+    wheels = list(WHEELS.glob(f"executorch-{version}-*.whl"))
+    if not wheels:
+        _pip("download", "-q", "--no-deps", f"executorch=={version}", "-d", str(WHEELS))
+        wheels = list(WHEELS.glob(f"executorch-{version}-*.whl"))
+    _pip(
+        "install",
+        "-q",
+        "--no-deps",
+        "--no-compile",
+        "--target",
+        str(folder),
+        str(wheels[0]),
+    )
+    return folder
+
+
+def hashes(top: Path) -> Dict[str, str]:
+    return {
+        str(p.relative_to(top)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(top.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+@pytest.fixture(scope="module")
+def v1_0_0(tmp_path_factory) -> Path:
+    return release_site(tmp_path_factory.mktemp("et-1.0.0") / "site", "1.0.0")
+
+
+@pytest.fixture(scope="module")
+def v1_4_1(tmp_path_factory) -> Path:
+    return release_site(tmp_path_factory.mktemp("et-1.4.1") / "site", "1.4.1")
+
+
+def status_lines(site: Path) -> Dict[str, str]:
+    """Target -> 'STATE (form: NAME)' from ``status``."""
+    result = cli(site, "status")
+    assert result.returncode == 0, result.stderr
+    found = {}
+    for line in result.stdout.splitlines()[1:]:
+        m = re.fullmatch(
+            r"  (stock|patched|unknown|missing|not shipped) +(\S+)(.*)", line
+        )
+        if m:
+            found[m.group(2)] = (m.group(1) + m.group(3)).strip()
+    return found
+
+
+def test_1_0_0_status_names_the_form_of_each_file(v1_0_0: Path) -> None:
+    result = cli(v1_0_0, "status")
+    assert result.stdout.startswith(f"ExecuTorch 1.0.0 at {v1_0_0 / 'executorch'}\n")
+    assert status_lines(v1_0_0) == {
+        rel: f"stock (form: {form})" for rel, form in FORMS_1_0_0.items()
+    }
+    assert result.stdout.endswith("Stock. `apply` patches it.\n")
+
+
+def test_1_0_0_apply_then_revert_is_byte_identical(v1_0_0: Path) -> None:
+    before = hashes(v1_0_0)
+    applied = cli(v1_0_0, "apply")
+    assert applied.returncode == 0, applied.stderr
+    assert sorted(applied.stdout.splitlines()) == sorted(
+        f"patched {v1_0_0 / 'executorch' / rel}" for rel in FORMS_1_0_0
+    )
+    assert status_lines(v1_0_0) == {
+        rel: f"patched (form: {form})" for rel, form in FORMS_1_0_0.items()
+    }
+    changed = {k for k, v in hashes(v1_0_0).items() if before.get(k) != v}
+    assert changed == {f"executorch/{rel}" for rel in FORMS_1_0_0}
+    reverted = cli(v1_0_0, "revert")
+    assert reverted.returncode == 0, reverted.stderr
+    assert hashes(v1_0_0) == before
+
+
+def test_1_0_0_run_writes_nothing(v1_0_0: Path, tmp_path: Path) -> None:
+    before = hashes(v1_0_0)
+    code = (
+        "import pathlib, executorch.backends.vulkan.serialization as s; "
+        "text = (pathlib.Path(s.__path__[0]) / 'vulkan_graph_builder.py').read_text(); "
+        "print('get_tensor_name,' in text)"
+    )
+    result = cli(v1_0_0, "run", "--", sys.executable, "-c", code, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "True\n"
+    assert hashes(v1_0_0) == before
+
+
+def test_1_0_0_interrupted_apply_leaves_whole_files(v1_0_0: Path) -> None:
+    """A kill between files of the backport form: each file whole, status
+    says which, apply finishes, revert restores every byte."""
+    before = hashes(v1_0_0)
+    # Three write steps per file: step 10 is the fourth's, the Vulkan builder.
+    killed = cli(v1_0_0, "apply", env={FAULT: "step:10:KILL"})
+    assert killed.returncode == -signal.SIGKILL
+    lines = status_lines(v1_0_0)
+    states = [lines[rel].split()[0] for rel in FORMS_1_0_0]
+    assert states == ["patched"] * 3 + ["stock"] * 3, lines
+    assert lines[VULKAN] == "stock (form: v1.0.0-v1.1.0)"
+    assert cli(v1_0_0, "apply").returncode == 0
+    assert cli(v1_0_0, "revert").returncode == 0
+    assert hashes(v1_0_0) == before
+
+
+def test_1_0_0_deleted_file_that_record_lists_is_refused(v1_0_0: Path) -> None:
+    mps = v1_0_0 / "executorch" / MPS
+    data = mps.read_bytes()
+    mps.unlink()
+    try:
+        before = hashes(v1_0_0)
+        for command in ("apply", "revert"):
+            one_line_error(cli(v1_0_0, command), f"{mps} is missing")
+        assert status_lines(v1_0_0)[MPS] == "missing"
+        assert hashes(v1_0_0) == before
+    finally:
+        mps.write_bytes(data)
+
+
+def test_1_0_0_mixed_release_forms(v1_0_0: Path, tmp_path: Path) -> None:
+    """1.5.1's files with 1.0.0's Vulkan builder: each file is patched in the
+    form that fits it, and revert restores it."""
+    site = make_site(tmp_path / "site")
+    vulkan = site / "executorch" / VULKAN
+    vulkan.write_bytes((v1_0_0 / "executorch" / VULKAN).read_bytes())
+    before = snapshot(tmp_path)
+    assert status_lines(site)[VULKAN] == "stock (form: v1.0.0-v1.1.0)"
+    assert cli(site, "apply").returncode == 0
+    assert status_lines(site)[VULKAN] == "patched (form: v1.0.0-v1.1.0)"
+    assert cli(site, "revert").returncode == 0
+    assert snapshot(tmp_path) == before
+
+
+def test_1_5_1_target_not_in_record_is_left_alone(v1_0_0: Path, tmp_path: Path) -> None:
+    site = make_site(tmp_path / "site")
+    planted = site / "executorch" / MPS
+    planted.parent.mkdir(parents=True)
+    planted.write_bytes((v1_0_0 / "executorch" / MPS).read_bytes())
+    before = snapshot(tmp_path)
+    assert status_lines(site)[MPS] == (
+        "not shipped (this release's RECORD does not list it: the file there "
+        "is left alone)"
+    )
+    applied = cli(site, "apply")
+    assert applied.returncode == 0, applied.stderr
+    assert MPS not in applied.stdout
+    assert cli(site, "revert").returncode == 0
+    assert snapshot(tmp_path) == before
+
+
+def test_1_5_1_not_shipped_without_a_file(tmp_path: Path) -> None:
+    site = make_site(tmp_path / "site")
+    assert status_lines(site)[MPS] == "not shipped"
+
+
+def test_1_5_1_deleted_file_that_record_lists_is_refused(tmp_path: Path) -> None:
+    site = make_site(tmp_path / "site")
+    record = next(site.glob("*.dist-info")) / "RECORD"
+    record.write_text(record.read_text() + f"executorch/{MPS},,\n")
+    before = snapshot(tmp_path)
+    one_line_error(cli(site, "apply"), f"{site / 'executorch' / MPS} is missing")
+    assert snapshot(tmp_path) == before
+
+
+def _upstream_mps_test(site: Path, tmp_path: Path, patched: bool):
+    test = REPO / "backends/apple/mps/test/test_mps_device_constants.py"
+    cmd = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", str(test)]
+    if patched:
+        cmd = [sys.executable, "-m", "executorch_device_guard", "run", "--", *cmd]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
+    return subprocess.run(
+        cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900
+    )
+
+
+def test_1_4_1_mps_test_fails_as_a_test_on_stock_and_passes_patched(
+    v1_4_1: Path, tmp_path: Path
+) -> None:
+    before = hashes(v1_4_1)
+    stock = _upstream_mps_test(v1_4_1, tmp_path, patched=False)
+    assert "Fatal Python error" not in stock.stdout + stock.stderr
+    assert stock.returncode == 1, stock.stdout + stock.stderr
+    outcomes = dict(re.findall(r"::(\w+) (PASSED|FAILED)", stock.stdout))
+    assert outcomes == {
+        "test_buffer_on_meta_raises": "FAILED",
+        "test_cpu_model_serializes_weights": "PASSED",
+        "test_parameter_on_meta_raises": "FAILED",
+    }
+    assert stock.stdout.count("ValueError: NULL pointer access") >= 2
+    patched = _upstream_mps_test(v1_4_1, tmp_path, patched=True)
+    assert patched.returncode == 0, patched.stdout + patched.stderr
+    assert patched.stdout.count(" PASSED") == 3
+    assert hashes(v1_4_1) == before
+
+
+def test_1_4_1_mps_read_crashes_stock_and_raises_patched(
+    v1_4_1: Path, tmp_path: Path
+) -> None:
+    cmd = ["-X", "faulthandler", str(REPO / "test" / "crash_probes.py"), "mps_weight"]
+    stock = cli(v1_4_1, *cmd, module=False, cwd=tmp_path, timeout=900)
+    assert stock.returncode == -signal.SIGSEGV, stock.stderr
+    innermost = stock.stderr.split("Current thread", 1)[1]
+    assert re.search(
+        r'executorch/backends/apple/mps/operators/node_visitor\.py", line 289 in '
+        r"get_serialized_data",
+        innermost.splitlines()[1],
+    ), innermost
+    patched = cli(v1_4_1, "run", "--", sys.executable, *cmd, cwd=tmp_path, timeout=900)
+    assert patched.returncode == 1, patched.stderr
+    assert (
+        "RuntimeError: Constant tensor data for '0.weight' is on device cuda:0, "
+        "but the MPS delegate serializes constant data from CPU memory. Move the "
+        "model to CPU before lowering it to MPS.\n"
+    ) in patched.stderr
+
+
+def test_1_4_1_series_passes_executorch_linters(v1_4_1: Path) -> None:
+    """The MPS commit's files too, which 1.5.1 does not ship."""
+    script = REPO / "scripts" / "lint_upstream.py"
+    result = cli(v1_4_1, str(script), module=False, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert MPS in result.stdout.splitlines()
+    assert "backends/apple/mps/test/test_mps_device_constants.py" in result.stdout
