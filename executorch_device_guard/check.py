@@ -137,6 +137,8 @@ class Row:
                 errors.append(
                     f"{emitter}: could not set up the case: {result['message']}"
                 )
+            elif result.get("outcome") == "tool-error":
+                errors.append(f"{emitter}: the tool failed {result['message']}")
             elif outcome.returncode >= 0 and outcome.result is None:
                 errors.append(
                     f"{emitter}: the child exited {outcome.returncode} without a "

@@ -1178,3 +1178,115 @@ def test_usage_errors_are_one_line(args: List[str], message: str) -> None:
         timeout=60,
     )
     assert helped.returncode == 0 and "--log-dir" in helped.stdout
+
+
+# --------------------------------------------------------------------------
+# The tool's own failures are the tool's, whatever the stage; nested inputs.
+
+
+def test_lstm_with_nested_inputs_on_every_path() -> None:
+    """ExecuTorch's LSTM takes ``(x, (h0, c0))`` and returns ``(y, (h, c))``:
+    every path moves and bundles them, and every path reaches the read."""
+    model = "executorch.examples.models.lstm:LSTMModel"
+    result = run_check("--json", "--model", model, "--devices", "cpu", "fake:cuda:0")
+    assert result.returncode == 0, result.stdout + result.stderr[-5000:]
+    report = json.loads(result.stdout)
+    rows = {(row["path"], row["device"]): row for row in report["rows"]}
+    assert sorted(rows) == sorted(
+        (path, device)
+        for path in ("emitter", "xnnpack", "bundled")
+        for device in ("cpu", "fake:cuda:0")
+    )
+    for (path, device), row in rows.items():
+        assert row["not_checked"] is None and row["tool_errors"] == [], row
+        if device == "cpu":
+            assert row["stock"]["summary"] == row["patched"]["summary"] == "ok"
+        else:
+            assert row["reached"], row
+            assert row["stock"]["summary"] == "SIGSEGV (exit 139)", row
+    # The bundled expected outputs, flattened: y, then h and c.
+    assert "Bundled expected output 0 of " in (
+        rows[("bundled", "fake:cuda:0")]["patched"]["summary"]
+    )
+
+
+FAULTY_TOOL_MODEL = """
+import torch
+
+from executorch_device_guard import fake_device, models
+
+
+def _model():
+    return torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval()
+
+
+def broken_mover():
+    # A fault in the tool's own code that moves the model and its inputs.
+    def to(self, device):
+        raise AttributeError("'tuple' object has no attribute 'to'")
+
+    models.LoadedModel.to = to
+    return _model(), (torch.ones(2, 4),)
+
+
+def broken_device():
+    # A fault in the tool's own code that puts tensors on a device.
+    def on_device(tensor, device):
+        raise RuntimeError("the fake device broke")
+
+    fake_device.on_device = on_device
+    return _model(), (torch.ones(2, 4),)
+"""
+
+
+def test_a_failure_of_the_tools_own_code_is_a_tool_error(tmp_path: Path) -> None:
+    """Whatever the stage, an exception from the tool's input or device
+    handling is a TOOL ERROR (exit 3), never blamed on ExecuTorch."""
+    faulty = write_model(tmp_path, FAULTY_TOOL_MODEL, "faulty.py")
+    args = ["--paths", "emitter", "bundled", "--devices", "cpu", "fake:cuda:0"]
+    mover, device = run_checks(
+        ["--model", f"{faulty}:broken_mover", *args],
+        ["--model", f"{faulty}:broken_device", *args],
+    )
+    for result in (mover, device):
+        assert result.returncode == 3, result.stdout + result.stderr[-3000:]
+        assert "TOOL ERROR" in result.stdout, result.stdout
+        assert "does not export with stock" not in result.stdout
+        assert "NOT CHECKED" not in result.stdout and "FAIL" not in result.stdout
+    assert (
+        "emitter cpu: stock: the tool failed moving the model and its inputs to "
+        "cpu: AttributeError: 'tuple' object has no attribute 'to'"
+    ) in mover.stdout
+    # Only the device rows move tensors to a device: the CPU rows stand.
+    assert (
+        "emitter fake:cuda:0: stock: the tool failed moving the program's "
+        "constants to fake:cuda:0: RuntimeError: the fake device broke"
+    ) in device.stdout
+    assert (
+        "bundled fake:cuda:0: patched: the tool failed moving the expected "
+        "outputs to fake:cuda:0: RuntimeError: the fake device broke"
+    ) in device.stdout
+    assert "emitter cpu:" not in device.stdout
+
+
+def test_tool_error_results_are_no_verdict() -> None:
+    tool = Outcome(
+        1,
+        {
+            "outcome": "tool-error",
+            "type": "ToolError",
+            "message": "moving the model and its inputs to cpu: KeyError: 'x'",
+            "stage": "export",
+        },
+        "",
+    )
+    for device in ("cpu", "fake:cuda:0"):
+        row = Row("bundled", device, {"stock": tool, "patched": tool})
+        assert row.problems == [] and row.unchecked is None
+        assert row.tool_errors == [
+            "stock: the tool failed moving the model and its inputs to cpu: "
+            "KeyError: 'x'",
+            "patched: the tool failed moving the model and its inputs to cpu: "
+            "KeyError: 'x'",
+        ]
+        assert check.judge([row]).exit_code == 3
