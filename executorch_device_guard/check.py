@@ -189,6 +189,29 @@ class Row:
         return patched.get("stage") == "export"
 
     @property
+    def not_applicable(self) -> bool:
+        return any(
+            (self.outcomes[e].result or {}).get("outcome") == "n/a" for e in EMITTERS
+        )
+
+    @property
+    def fails_before_the_device(self) -> bool:
+        """Stock and patched fail or crash alike before anything was on a
+        device: the model does not export, whatever the patch."""
+        return (
+            not self.tool_errors
+            and not self.not_applicable
+            and (self.crashed_alike or self.failed_alike)
+            and self._before_the_device
+        )
+
+    @property
+    def step(self) -> Optional[str]:
+        """The step of the export where stock's child failed or crashed."""
+        stock = self.outcomes["stock"]
+        return (stock.result or {}).get("step") or stock.step or None
+
+    @property
     def unchecked(self) -> Optional[str]:
         """Why this row, though nothing went wrong, says nothing about the
         patch: nothing reached the guarded read. None if it does."""
@@ -327,6 +350,9 @@ class Verdict:
     unchecked: List[str]
     reached: int
     cpu_same: int
+    # One line instead of the table: every row that ran fails alike before
+    # the device (the model does not export), or None.
+    alike: Optional[str] = None
 
     @property
     def exit_code(self) -> int:
@@ -337,7 +363,9 @@ class Verdict:
         return 0
 
     def lines(self) -> List[str]:
-        """The report under the table."""
+        """The report under the table (or, for ``alike``, all of it)."""
+        if self.alike:
+            return [self.alike]
         out = []
         if self.problems:
             out.append("FAIL:\n  " + "\n  ".join(self.problems))
@@ -374,11 +402,36 @@ class Verdict:
         return out
 
 
+def _alike(rows: List[Row]) -> Optional[str]:
+    """One line when every row that ran fails alike before the device, with
+    the same error or signal: the model does not export at all."""
+    ran = [row for row in rows if not row.not_applicable]
+    if not ran or not all(row.fails_before_the_device for row in ran):
+        return None
+    errors = {row.outcomes["stock"].describe() for row in ran}
+    if len(errors) != 1:
+        return None
+    crashed = ran[0].crashed_alike
+    steps = list(dict.fromkeys(row.step for row in ran if row.step))
+    if steps:
+        where = " and ".join(steps)
+        what = f"{where} {'crashes' if crashed else 'fails'} with"
+    else:
+        what = f"every export {'crashes' if crashed else 'fails'} with"
+    return (
+        "NO VERDICT: the model does not export with stock or patched "
+        f"ExecuTorch: {what} {errors.pop()}, before anything is on a device "
+        f"({len(ran)} row{'s' if len(ran) != 1 else ''} alike; --verbose shows "
+        "each child's stderr)."
+    )
+
+
 def judge(rows: List[Row]) -> Verdict:
     def each(row: Row, items: List[str]) -> List[str]:
         return [f"{row.path} {row.device}: {item}" for item in items]
 
     return Verdict(
+        alike=_alike(rows),
         problems=[p for row in rows for p in each(row, row.problems)],
         tool_errors=[e for row in rows for e in each(row, row.tool_errors)],
         unchecked=[

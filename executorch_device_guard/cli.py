@@ -74,6 +74,9 @@ def _check(args: argparse.Namespace) -> int:
             "rows": [row.as_json(stderr=args.verbose) for row in rows],
         }
         print(json.dumps(report, indent=1))
+    elif verdict.alike:
+        # Every row says the same: say it once.
+        print(verdict.alike)
     else:
         print(check.format_table(rows))
         print()

@@ -540,13 +540,12 @@ def test_a_model_that_crashes_in_export_is_not_blamed_on_the_patch(
     args = ["--model", f"{crashes}:model", "--paths", "emitter"]
     result = run_check(*args, "--devices", "cpu", "fake:cuda:0")
     assert result.returncode == 3, result.stdout + result.stderr[-3000:]
-    assert "FAIL" not in result.stdout and "TOOL ERROR" not in result.stdout
-    assert "NO VERDICT" in result.stdout
-    for device in ("cpu", "fake:cuda:0"):
-        assert (
-            f"emitter {device}: the model does not export with stock ExecuTorch "
-            "either: stock and patched both crash with SIGSEGV"
-        ) in result.stdout
+    assert result.stdout == (
+        "NO VERDICT: the model does not export with stock or patched "
+        "ExecuTorch: torch.export crashes with SIGSEGV (exit 139), before "
+        "anything is on a device (2 rows alike; --verbose shows each child's "
+        "stderr).\n"
+    )
 
 
 NUMPY_AND_RANDOM_WEIGHTS = """
@@ -714,8 +713,13 @@ def test_a_model_that_stock_cannot_export_is_not_blamed_on_the_patch(
         "fake:cuda:0",
     )
     assert result.returncode == 3, result.stdout + result.stderr[-3000:]
-    assert "FAIL" not in result.stdout and "TOOL ERROR" not in result.stdout
-    assert "does not export with stock ExecuTorch either" in result.stdout
+    # Every row fails alike in torch.export: said once, in one line.
+    assert re.fullmatch(
+        r"NO VERDICT: the model does not export with stock or patched "
+        r"ExecuTorch: torch\.export fails with \w+: .+, before anything is on "
+        r"a device \(2 rows alike; --verbose shows each child's stderr\)\.\n",
+        result.stdout,
+    ), result.stdout
 
 
 def test_a_model_built_on_meta_is_refused_before_any_export(tmp_path: Path) -> None:
@@ -1290,3 +1294,42 @@ def test_tool_error_results_are_no_verdict() -> None:
             "KeyError: 'x'",
         ]
         assert check.judge([row]).exit_code == 3
+
+
+def test_rows_that_fail_alike_before_the_device_are_said_once() -> None:
+    def fails(message: str, step: str = "torch.export") -> Outcome:
+        error = {**export_error(message, "export", "UserError"), "step": step}
+        return Outcome(1, error, "")
+
+    n_a = Outcome(0, {"outcome": "n/a", "message": "kwargs"}, "")
+    rows = [
+        Row(path, device, {"stock": fails("guard"), "patched": fails("guard")})
+        for path, device in (("emitter", "cpu"), ("xnnpack", "fake:cuda:0"))
+    ] + [Row("bundled", "cpu", {"stock": n_a, "patched": n_a})]
+    verdict = check.judge(rows)
+    assert verdict.exit_code == 3
+    assert verdict.lines() == [
+        "NO VERDICT: the model does not export with stock or patched "
+        "ExecuTorch: torch.export fails with UserError: guard, before anything "
+        "is on a device (2 rows alike; --verbose shows each child's stderr)."
+    ]
+    # Other errors, or a row that reached the read: the table says it all.
+    other = Row("emitter", "meta", {"stock": fails("x"), "patched": fails("x")})
+    reached = Row(
+        "emitter",
+        "fake:cuda:0",
+        {"stock": Outcome(-11, None, ""), "patched": Outcome(1, NAMED, "")},
+    )
+    for extra in (other, reached):
+        assert check.judge(rows + [extra]).alike is None
+    # Lowering fails alike on every path, under each path's name for it.
+    lowering = [
+        Row(path, "cpu", {"stock": fails("bad", step), "patched": fails("bad", step)})
+        for path, step in (
+            ("emitter", "to_edge_transform_and_lower"),
+            ("bundled", "to_edge"),
+        )
+    ]
+    assert "ExecuTorch: to_edge_transform_and_lower and to_edge fails with " in (
+        check.judge(lowering).alike
+    )
