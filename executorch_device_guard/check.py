@@ -506,12 +506,11 @@ def _short(text: str) -> str:
 def format_table(rows: List[Row], width: int = 60) -> str:
     def cell(text: str) -> str:
         text = _short(text)
-        if len(text) <= width:
+        # What is on the device, named in full: the most useful part. The
+        # advice after it is what _short leaves out.
+        if len(text) <= width or re.search(r"is on device \S+ \.\.\.$", text):
             return text
-        # Elide the middle, keeping the device the message names.
-        tail = re.search(r"is on device \S+ \.\.\.$", text)
-        keep = len(tail.group(0)) + 1 if tail else 0
-        return text[: width - keep - 3] + "..." + (" " + tail.group(0) if tail else "")
+        return text[: width - 3] + "..."
 
     header = ("path", "device", "stock ExecuTorch", "patched ExecuTorch")
     lines = [header] + [

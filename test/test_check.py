@@ -1333,3 +1333,47 @@ def test_rows_that_fail_alike_before_the_device_are_said_once() -> None:
     assert "ExecuTorch: to_edge_transform_and_lower and to_edge fails with " in (
         check.judge(lowering).alike
     )
+
+
+def test_the_table_shows_whole_constant_names() -> None:
+    """The name is the most useful part of the error: never cut; the rest of
+    the message is what gets shortened."""
+    name = "stem_0_weight_fused_bn_of_a_rather_long_backbone_layer"
+    message = (
+        f"Failed with error: Constant tensor data for '{name}' is on device "
+        "cuda:0, but ExecuTorch can only serialize constant data from CPU "
+        "memory. Move the model to CPU before export, or lower it with a "
+        "partitioner for that device such as CudaPartitioner."
+    )
+    bundled = (
+        "Bundled expected output 2 of test case 0 of method 'forward' is on "
+        "device meta, but bundled inputs and expected outputs are serialized "
+        "from CPU memory."
+    )
+    long_other = "ValueError: " + "x" * 100
+    rows = [
+        Row(
+            "emitter",
+            "fake:cuda:0",
+            {
+                "stock": Outcome(-11, None, ""),
+                "patched": Outcome(1, export_error(message), ""),
+            },
+        ),
+        Row(
+            "bundled",
+            "meta",
+            {
+                "stock": Outcome(1, export_error("x" * 100, type_="ValueError"), ""),
+                "patched": Outcome(1, export_error(bundled, type_="RuntimeError"), ""),
+            },
+        ),
+    ]
+    lines = check.format_table(rows).splitlines()
+    assert lines[2].endswith(f"InternalError: '{name}' is on device cuda:0 ...")
+    assert lines[3].endswith(
+        "RuntimeError: Bundled expected output 2 of test case 0 of method "
+        "'forward' is on device meta ..."
+    )
+    # Other messages are cut to the column's width.
+    assert long_other[:57] + "..." in lines[3]
