@@ -25,7 +25,9 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.util
+import inspect
 import sys
+import types
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -225,7 +227,9 @@ def _from_eager_model(spec: str, value: Any) -> LoadedModel:
     return LoadedModel(loaded.module.eval(), loaded.args, kwargs, shapes)
 
 
-def _checked(spec: str, value: Any) -> LoadedModel:
+def _checked(spec: str, value: Any, what: str = "") -> LoadedModel:
+    """``value`` as a model, or ModelSpecError naming ``what`` it is (e.g.
+    "its attribute 'model'") and the way out, ``_hint``'s if given."""
     import torch
 
     if (
@@ -237,9 +241,38 @@ def _checked(spec: str, value: Any) -> LoadedModel:
         return LoadedModel(value[0], tuple(value[1]))
     if isinstance(value, torch.nn.Module):
         problem = "a torch.nn.Module without example inputs"
+    elif isinstance(value, types.ModuleType):
+        problem = "a module, not a model"
     else:
-        problem = f"a value of type {type(value).__name__}"
-    raise ModelSpecError(f"--model {spec}: got {problem}; give {FORMS}")
+        problem = f"a value of type {type(value).__name__}, not a model"
+    raise ModelSpecError(f"--model {spec}: {what or 'it'} is {problem}; give {FORMS}")
+
+
+def model_classes(module: Any) -> List[str]:
+    """The names of ``module``'s classes that follow EagerModelBase's
+    convention (abstract ones, such as EagerModelBase itself, left out)."""
+    return sorted(
+        name
+        for name, value in vars(module).items()
+        if isinstance(value, type)
+        and not name.startswith("_")
+        and not inspect.isabstract(value)
+        and _is_eager_model(value)
+    )
+
+
+def _hint(target: str, module: Any, value: Any = None) -> Optional[str]:
+    """The module's model classes, as the way out; also those of ``value``
+    if it is a submodule and the module has none. None if there are none."""
+    where, names = target, model_classes(module)
+    if not names and isinstance(value, types.ModuleType):
+        where, names = value.__name__, model_classes(value)
+    if not names:
+        return None
+    shown = ", ".join(names[:10]) + (
+        f" and {len(names) - 10} more" if len(names) > 10 else ""
+    )
+    return f"model classes in {where}: {shown} (give --model {where}:{names[0]})"
 
 
 def load_model(spec: str, stage: Optional[Callable[[str], None]] = None) -> LoadedModel:
@@ -256,16 +289,20 @@ def load_model(spec: str, stage: Optional[Callable[[str], None]] = None) -> Load
     say(f"importing {target}")
     module = _import(spec, kind, target)
     say("building the model")
+    default = (
+        "" if spec.partition(":")[2] else " (the default when no ':attr' is given)"
+    )
     if not hasattr(module, attr):
+        hint = _hint(target, module) or f"after ':' name {FORMS}"
         raise ModelSpecError(
-            f"--model {spec}: {target} has no attribute '{attr}'; after ':' name "
-            f"{FORMS}"
+            f"--model {spec}: {target} has no attribute '{attr}'{default}; {hint}"
         )
     value = getattr(module, attr)
     if _is_eager_model(value):
         return _from_eager_model(spec, value)
     import torch
 
+    what = f"its attribute '{attr}'{default}"
     if callable(value) and not isinstance(value, torch.nn.Module):
         try:
             value = value()
@@ -276,7 +313,14 @@ def load_model(spec: str, stage: Optional[Callable[[str], None]] = None) -> Load
             ) from e
         if _is_eager_model(value):
             return _from_eager_model(spec, value)
-    return _checked(spec, value)
+        what = f"{attr}() returned a value that"
+    try:
+        return _checked(spec, value, what)
+    except ModelSpecError as e:
+        hint = _hint(target, module, value)
+        if hint is None:
+            raise
+        raise ModelSpecError(f"{str(e).split('; give ', 1)[0]}; {hint}") from None
 
 
 def load(spec: str) -> Tuple[Any, Tuple[Any, ...]]:

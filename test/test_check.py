@@ -343,6 +343,7 @@ def test_a_bad_model_is_refused_before_any_export(tmp_path: Path) -> None:
         ["--fresh", "--model", f"{here}:nope"],
         ["--fresh", "--model", f"{here}:not_a_model"],
         ["--fresh", "--model", f"{here}:module_only"],
+        ["--fresh", "--model", "executorch.examples.models.lstm"],
     )
     assert time.monotonic() - started < 120
     assert_refused(results[0], f"--model {missing}:model: no such file {missing}; ", "")
@@ -355,12 +356,23 @@ def test_a_bad_model_is_refused_before_any_export(tmp_path: Path) -> None:
         results[2], f"--model {here}:nope: ", " has no attribute 'nope'; ", ""
     )
     assert_refused(
-        results[3], f"--model {here}:not_a_model: got a value of type int; give ", ""
+        results[3],
+        f"--model {here}:not_a_model: its attribute 'not_a_model' is a value of "
+        "type int, not a model; give ",
+        "",
     )
     assert_refused(
         results[4],
-        f"--model {here}:module_only: got a torch.nn.Module without example inputs; ",
+        f"--model {here}:module_only: its attribute 'module_only' is a "
+        "torch.nn.Module without example inputs; give ",
         "",
+    )
+    assert_refused(
+        results[5],
+        "--model executorch.examples.models.lstm: its attribute 'model' (the "
+        "default when no ':attr' is given) is a module, not a model; model "
+        "classes in executorch.examples.models.lstm: LSTMModel (give --model "
+        "executorch.examples.models.lstm:LSTMModel)",
     )
 
 
