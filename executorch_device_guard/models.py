@@ -26,6 +26,7 @@ import dataclasses
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
 import types
 from pathlib import Path
@@ -143,13 +144,81 @@ def parse(spec: str) -> Tuple[str, str, str]:
 
 
 def check_file(spec: str) -> None:
-    """The checks that need no import: a file spec names an existing file."""
+    """What can be found without importing torch or the model, in well under
+    a second: a file that does not exist, a syntax error in the model's file
+    (or in the source of its module and the packages above it), a top-level
+    package that is not on the path. ModelSpecError, in the words that the
+    import itself would give."""
     kind, target, _ = parse(spec)
-    if kind == "file" and not Path(target).is_file():
-        raise ModelSpecError(
-            f"--model {spec}: no such file {Path(target).resolve()}; give the path "
-            "of a Python file, then ':' and the name of the model in it"
+    if kind == "builtin":
+        return
+    if kind == "file":
+        if not Path(target).is_file():
+            raise ModelSpecError(
+                f"--model {spec}: no such file {Path(target).resolve()}; give the "
+                "path of a Python file, then ':' and the name of the model in it"
+            )
+        sources = [Path(target).resolve()]
+    else:
+        sources = _module_sources(spec, target)
+    for source in sources:
+        try:
+            compile(source.read_bytes(), str(source), "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as e:  # ValueError: a null byte
+            raise ModelSpecError(
+                f"--model {spec}: importing {target} failed: {type(e).__name__}: "
+                f"{_first_line(e)}"
+            ) from None
+        except OSError:
+            return  # the import will say what is wrong with it
+
+
+def _module_not_found(spec: str, name: str) -> ModelSpecError:
+    return ModelSpecError(
+        f"--model {spec}: no module named '{name}' on the path of "
+        f"{sys.executable} (run from the folder that holds it, or give "
+        "path/file.py:attr)"
+    )
+
+
+def _module_sources(spec: str, target: str) -> List[Path]:
+    """The source files that importing ``target`` runs (each package's
+    ``__init__.py``, then the module's), found without running any;
+    ModelSpecError if its top-level package is not on the path.
+
+    The path is this process's, with the current folder first, as the
+    children that import the model have it. Below the top level, a package
+    may extend its own path when it runs, so a module not found there is
+    left for the import to report.
+    """
+    import importlib.machinery
+
+    names = target.split(".")
+    sys.path.insert(0, os.getcwd())
+    try:
+        found = importlib.util.find_spec(names[0])
+    except (ImportError, ValueError):
+        return []
+    finally:
+        del sys.path[0]
+    if found is None:
+        raise _module_not_found(spec, names[0])
+    specs = [found]
+    for i in range(1, len(names)):
+        locations = specs[-1].submodule_search_locations
+        if not locations:
+            break
+        child = importlib.machinery.PathFinder.find_spec(
+            ".".join(names[: i + 1]), list(locations)
         )
+        if child is None:
+            break
+        specs.append(child)
+    return [
+        Path(s.origin)
+        for s in specs
+        if s.origin and s.origin.endswith(".py") and s.has_location
+    ]
 
 
 def _import(spec: str, kind: str, target: str) -> Any:
@@ -168,11 +237,7 @@ def _import(spec: str, kind: str, target: str) -> Any:
         return importlib.import_module(target)
     except ModuleNotFoundError as e:
         if e.name and (target == e.name or target.startswith(e.name + ".")):
-            raise ModelSpecError(
-                f"--model {spec}: no module named '{e.name}' on the path of "
-                f"{sys.executable} (run from the folder that holds it, or give "
-                "path/file.py:attr)"
-            ) from e
+            raise _module_not_found(spec, e.name) from e
         raise ModelSpecError(
             f"--model {spec}: importing {target} failed: {type(e).__name__}: {e} "
             "(install what it needs in this environment)"

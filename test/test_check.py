@@ -1389,3 +1389,65 @@ def test_the_table_shows_whole_constant_names() -> None:
     )
     # Other messages are cut to the column's width.
     assert long_other[:57] + "..." in lines[3]
+
+
+# What needs neither torch nor the model is told at once.
+TIMED = """
+import sys, time
+
+started = time.monotonic()
+from executorch_device_guard.cli import main
+
+code = main(sys.argv[1:])
+print(f"{time.monotonic() - started:.3f}", "torch" in sys.modules, code)
+"""
+
+
+def test_mistakes_found_without_torch_are_told_in_under_a_second(
+    tmp_path: Path,
+) -> None:
+    """A missing file, a syntax error in the model's file (or in its
+    module's), a package that is not installed: one line, exit 2, torch never
+    imported, in under a second of the tool's own time (about 0.1 s on a
+    quiet 2-core machine)."""
+    bad = write_model(tmp_path, "import torch\n\ndef model(:\n    pass\n", "bad.py")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "sub.py").write_text("x = = 1\n")
+    cases = [
+        (
+            f"{bad}:model",
+            f"--model {bad}:model: importing {bad} failed: "
+            "SyntaxError: invalid syntax (bad.py, line 3)",
+        ),
+        (
+            f"{tmp_path}/gone.py:model",
+            f"--model {tmp_path}/gone.py:model: no such file ",
+        ),
+        (
+            "pkg.sub:model",
+            "--model pkg.sub:model: importing pkg.sub failed: "
+            "SyntaxError: invalid syntax (sub.py, line 1)",
+        ),
+        (
+            "not_installed_xyz.models:m",
+            "--model not_installed_xyz.models:m: no "
+            "module named 'not_installed_xyz' on the path of ",
+        ),
+    ]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    for spec, message in cases:
+        result = subprocess.run(
+            [sys.executable, "-c", TIMED, "check", "--model", spec],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        seconds, torch_imported, code = result.stdout.split()
+        assert (code, torch_imported) == ("2", "False"), result.stderr
+        assert float(seconds) < 1.0, (spec, seconds)
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1, result.stderr
+        assert lines[0].startswith(f"executorch-device-guard: error: {message}"), lines
