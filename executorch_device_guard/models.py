@@ -158,7 +158,15 @@ def check_file(spec: str) -> None:
                 f"--model {spec}: no such file {Path(target).resolve()}; give the "
                 "path of a Python file, then ':' and the name of the model in it"
             )
-        sources = [Path(target).resolve()]
+        path = Path(target).resolve()
+        if importlib.util.spec_from_file_location(path.stem, path) is None:
+            raise ModelSpecError(f"--model {spec}: {path} cannot be loaded as Python")
+        sources = [path]
+    elif not all(name.isidentifier() for name in target.split(".")):
+        raise ModelSpecError(
+            f"--model {spec}: {target!r} is not a module name; give "
+            "'package.module:attr' or 'path/file.py:attr'"
+        )
     else:
         sources = _module_sources(spec, target)
     for source in sources:

@@ -235,3 +235,24 @@ def test_a_missing_attribute_lists_the_model_classes(tmp_path: Path) -> None:
         f"--model {empty}: {empty} has no attribute 'model' (the default when "
         f"no ':attr' is given); after ':' name {models.FORMS}"
     )
+
+
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        (".hidden:m", "'.hidden' is not a module name; give 'package.module:attr'"),
+        ("pkg..mod:m", "'pkg..mod' is not a module name; give"),
+        ("some/folder/:m", "'some/folder/' is not a module name; give"),
+        ("{dir}/notes.txt:m", "{dir}/notes.txt cannot be loaded as Python"),
+    ],
+)
+def test_what_cannot_be_a_module_is_told_without_importing(
+    tmp_path: Path, spec: str, message: str
+) -> None:
+    (tmp_path / "notes.txt").write_text("x = = 1\n")
+    spec = spec.format(dir=tmp_path)
+    with pytest.raises(ModelSpecError) as error:
+        models.check_file(spec)
+    assert str(error.value).startswith(
+        f"--model {spec}: " + message.format(dir=tmp_path)
+    )
