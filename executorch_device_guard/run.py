@@ -50,7 +50,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from executorch_device_guard import signals, tempdirs
 from executorch_device_guard.errors import GuardError
@@ -112,20 +112,7 @@ def run_command(command: List[str], root: Path) -> int:
     would not import the overlay.
     """
     signals.raise_on_terminate(_FORWARDED)
-    dropped = drops_pythonpath(command)
-    if dropped is not None:
-        program = os.path.basename(command[0])
-        if program != "env":
-            verb = "ignores"
-        elif dropped.startswith("PYTHONPATH="):
-            verb = "replaces"
-        else:
-            verb = "removes"
-        raise GuardError(
-            f"run: {program} {dropped} {verb} PYTHONPATH, where run puts the "
-            "patched ExecuTorch, so the command would get the stock ExecuTorch: "
-            f"drop {dropped} (or use apply instead of run). Nothing was run."
-        )
+    refuse_dropped_pythonpath(command)
     installed = executorch_root()
     targets = patched_files(root)
     found = inspect_targets(installed, targets)
@@ -191,17 +178,44 @@ _PYTHON = re.compile(r"(python|pypy)[0-9.]*[a-z]?(\.exe)?", re.IGNORECASE)
 _ENV_VALUE_OPTIONS = ("-u", "--unset", "-C", "--chdir", "-P", "-a", "--argv0")
 
 
+def refuse_dropped_pythonpath(command: List[str]) -> None:
+    """GuardError, naming the program and its option, if ``command`` drops
+    or replaces ``PYTHONPATH`` (see ``drops_pythonpath``)."""
+    found = _dropping(command)
+    if found is None:
+        return
+    program, dropped = found
+    if program != "env":
+        verb = "ignores"
+    elif dropped.startswith("PYTHONPATH="):
+        verb = "replaces"
+    else:
+        verb = "removes"
+    raise GuardError(
+        f"run: {program} {dropped} {verb} PYTHONPATH, where run puts the "
+        "patched ExecuTorch, so the command would get the stock ExecuTorch: "
+        f"drop {dropped} (or use apply instead of run). Nothing was run."
+    )
+
+
 def drops_pythonpath(command: List[str]) -> Optional[str]:
     """The part of ``command`` that makes its Python ignore or replace
     ``PYTHONPATH`` (``-I``, ``-E``, ``env -u PYTHONPATH``, ``env -i``, ``env
     PYTHONPATH=...``), or None. Only what the command line itself shows."""
+    found = _dropping(command)
+    return found[1] if found else None
+
+
+def _dropping(command: List[str]) -> Optional[Tuple[str, str]]:
+    """``(program, part)`` for ``drops_pythonpath``: ``env`` or the Python."""
     words = list(command)
     if words and os.path.basename(words[0]) == "env":
         words, dropped = _after_env(words[1:])
         if dropped is not None:
-            return dropped
+            return "env", dropped
     if not words or not _PYTHON.fullmatch(os.path.basename(words[0])):
         return None
+    program = os.path.basename(words[0])
     i = 1
     while i < len(words):
         word = words[i]
@@ -212,7 +226,7 @@ def drops_pythonpath(command: List[str]) -> Optional[str]:
             continue
         for j, letter in enumerate(word[1:]):
             if letter in "IE":
-                return word
+                return program, word
             if letter in _LAST_OPTIONS:
                 return None
             if letter in _VALUE_OPTIONS:
@@ -223,7 +237,7 @@ def drops_pythonpath(command: List[str]) -> Optional[str]:
     return None
 
 
-def _after_env(words: List[str]) -> "tuple[List[str], Optional[str]]":
+def _after_env(words: List[str]) -> Tuple[List[str], Optional[str]]:
     """``env``'s arguments: the command after them, and what of them drops
     PYTHONPATH (or None)."""
     i = 0

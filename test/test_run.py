@@ -613,3 +613,21 @@ def test_a_command_without_executorch_gets_a_quiet_note(tmp_env) -> None:
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(NOT_IMPORTED), lines
     assert "If it uses ExecuTorch" in lines[0]
+
+
+@pytest.mark.parametrize(
+    "argv,shown",
+    [
+        (["env", "--", "python3", "-I", "x.py"], "python3 -I ignores PYTHONPATH"),
+        (["env", "A=1", "/usr/bin/python", "-E"], "python -E ignores PYTHONPATH"),
+        (["env", "-i", "python", "x.py"], "env -i removes PYTHONPATH"),
+        (["env", "PYTHONPATH=", "python"], "env PYTHONPATH= replaces PYTHONPATH"),
+    ],
+)
+def test_a_refusal_names_the_program_that_drops_pythonpath(argv, shown) -> None:
+    from executorch_device_guard.errors import GuardError
+    from executorch_device_guard.run import refuse_dropped_pythonpath
+
+    with pytest.raises(GuardError) as error:
+        refuse_dropped_pythonpath(argv)
+    assert str(error.value).startswith(f"run: {shown}, where run puts"), error.value
