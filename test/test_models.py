@@ -256,3 +256,36 @@ def test_what_cannot_be_a_module_is_told_without_importing(
     assert str(error.value).startswith(
         f"--model {spec}: " + message.format(dir=tmp_path)
     )
+
+
+NESTED = """
+import torch
+
+
+class Nested(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x, rest):
+        y, extra = rest
+        out = self.linear(x) + y * extra["scale"]
+        return out, (out.sum(), [out * 2])
+
+
+def model():
+    inputs = (torch.ones(2, 4), [torch.ones(2, 4), {"scale": torch.tensor(3.0)}])
+    return Nested().eval(), inputs
+"""
+
+
+def test_nested_inputs_and_outputs_are_bundled_flat(tmp_path: Path) -> None:
+    """Tuples, lists and dicts, at any depth: moved as they are, and the
+    bundled test case holds them flattened, as the program's inputs."""
+    from executorch_device_guard import child
+
+    path = tmp_path / "nested.py"
+    path.write_text(NESTED)
+    result = child.run("cpu", f"{path}:model", False, tmp_path / "out", "bundled")
+    assert result["outcome"] == "ok", result
+    assert list(result["files"]) == ["bundled_program.bpte"]
