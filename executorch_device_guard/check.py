@@ -9,8 +9,9 @@
 How a row is judged (``Row``), and the exit code (``judge``):
 
 - a **tool error**: the row says nothing about the patch because of the tool
-  (a child without a result, a timeout, a child that imported another
-  ExecuTorch than its overlay's, a fake device that did not reach the read);
+  (its own code failed, at any stage; a child without a result, a timeout, a
+  child that imported another ExecuTorch than its overlay's, a fake device
+  that did not reach the read);
 - **not checked**: nothing went wrong, but nothing reached the guarded read
   either: stock and patched both succeed on a device (no constant data got
   there), the path does not apply (n/a), the model does not export with stock
@@ -24,7 +25,9 @@ How a row is judged (``Row``), and the exit code (``judge``):
   device, and patched raises an error naming it: the guard did its job.
 
 ``check`` exits 1 on any problem, else 3 on any tool error, else 3 when no row
-reached the read (nothing was checked: never OK), else 0.
+reached the read (nothing was checked: never OK), else 0. When every row fails
+alike before the device (the model does not export), ``Verdict.alike`` says so
+in one line instead of the table.
 """
 
 from __future__ import annotations
