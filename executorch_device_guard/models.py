@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
 import os
@@ -199,34 +200,45 @@ def _module_sources(spec: str, target: str) -> List[Path]:
     may extend its own path when it runs, so a module not found there is
     left for the import to report.
     """
-    import importlib.machinery
-
     names = target.split(".")
     sys.path.insert(0, os.getcwd())
     try:
         found = importlib.util.find_spec(names[0])
-    except (ImportError, ValueError):
+    except Exception:  # noqa: B902 - a finder's failure: the import will tell
         return []
     finally:
         del sys.path[0]
     if found is None:
         raise _module_not_found(spec, names[0])
-    specs = [found]
-    for i in range(1, len(names)):
-        locations = specs[-1].submodule_search_locations
-        if not locations:
+    sources = [found.origin] if found.has_location else []
+    locations = list(found.submodule_search_locations or [])
+    for name in names[1:]:
+        source, locations = _find_in(locations, name)
+        if source is None and not locations:
             break
-        child = importlib.machinery.PathFinder.find_spec(
-            ".".join(names[: i + 1]), list(locations)
-        )
-        if child is None:
-            break
-        specs.append(child)
-    return [
-        Path(s.origin)
-        for s in specs
-        if s.origin and s.origin.endswith(".py") and s.has_location
-    ]
+        sources.append(source)
+    return [Path(s) for s in sources if s and s.endswith(".py")]
+
+
+def _find_in(locations: List[str], name: str) -> Tuple[Optional[str], List[str]]:
+    """Where a package's submodule ``name`` is, as the path finder looks,
+    without importing anything: ``(its source, its own locations)``; a
+    namespace package has no source, a plain module no locations."""
+    spaces = []
+    for folder in locations:
+        package = os.path.join(folder, name)
+        if os.path.isfile(os.path.join(package, "__init__.py")):
+            return os.path.join(package, "__init__.py"), [package]
+        if any(
+            os.path.isfile(package + suffix)
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES
+        ):
+            return None, []  # compiled: no source to look at
+        if os.path.isfile(package + ".py"):
+            return package + ".py", []
+        if os.path.isdir(package):
+            spaces.append(package)
+    return None, spaces
 
 
 def _import(spec: str, kind: str, target: str) -> Any:

@@ -1414,6 +1414,9 @@ def test_mistakes_found_without_torch_are_told_in_under_a_second(
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")
     (tmp_path / "pkg" / "sub.py").write_text("x = = 1\n")
+    # A namespace package (no __init__.py), as ExecuTorch's top level is.
+    (tmp_path / "space" / "inner").mkdir(parents=True)
+    (tmp_path / "space" / "inner" / "bad.py").write_text("def f(:\n")
     cases = [
         (
             f"{bad}:model",
@@ -1434,6 +1437,11 @@ def test_mistakes_found_without_torch_are_told_in_under_a_second(
             "--model not_installed_xyz.models:m: no "
             "module named 'not_installed_xyz' on the path of ",
         ),
+        (
+            "space.inner.bad:m",
+            "--model space.inner.bad:m: importing space.inner.bad failed: "
+            "SyntaxError: invalid syntax (bad.py, line 1)",
+        ),
     ]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     for spec, message in cases:
@@ -1451,3 +1459,32 @@ def test_mistakes_found_without_torch_are_told_in_under_a_second(
         lines = result.stderr.splitlines()
         assert len(lines) == 1, result.stderr
         assert lines[0].startswith(f"executorch-device-guard: error: {message}"), lines
+
+
+LOOKUP = """
+import sys
+
+from executorch_device_guard import models
+
+models.check_file(sys.argv[1])
+print(sorted(m for m in ("torch", "executorch") if m in sys.modules))
+"""
+
+
+def test_a_model_that_imports_fine_passes_the_quick_look() -> None:
+    """Finding the model's source imports nothing, also below a namespace
+    package (ExecuTorch's top level is one)."""
+    for spec in (
+        "executorch.examples.models.lstm:LSTMModel",
+        "executorch.examples.models.mlperf_tiny.resnet8:ResNet8Model",
+        "executorch.no_such_module:m",  # left for the import to tell
+    ):
+        result = subprocess.run(
+            [sys.executable, "-c", LOOKUP, spec],
+            env=dict(os.environ, PYTHONPATH=str(REPO)),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == "[]\n", result.stdout
