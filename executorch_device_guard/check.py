@@ -9,8 +9,9 @@
 How a row is judged (``Row``), and the exit code (``judge``):
 
 - a **tool error**: the row says nothing about the patch because of the tool
-  (a child without a result, a timeout, a child that imported another
-  ExecuTorch than its overlay's, a fake device that did not reach the read);
+  (its own code failed, at any stage; a child without a result, a timeout, a
+  child that imported another ExecuTorch than its overlay's, a fake device
+  that did not reach the read);
 - **not checked**: nothing went wrong, but nothing reached the guarded read
   either: stock and patched both succeed on a device (no constant data got
   there), the path does not apply (n/a), the model does not export with stock
@@ -24,7 +25,9 @@ How a row is judged (``Row``), and the exit code (``judge``):
   device, and patched raises an error naming it: the guard did its job.
 
 ``check`` exits 1 on any problem, else 3 on any tool error, else 3 when no row
-reached the read (nothing was checked: never OK), else 0.
+reached the read (nothing was checked: never OK), else 0. When every row fails
+alike before the device (the model does not export), ``Verdict.alike`` says so
+in one line instead of the table.
 """
 
 from __future__ import annotations
@@ -137,6 +140,8 @@ class Row:
                 errors.append(
                     f"{emitter}: could not set up the case: {result['message']}"
                 )
+            elif result.get("outcome") == "tool-error":
+                errors.append(f"{emitter}: the tool failed {result['message']}")
             elif outcome.returncode >= 0 and outcome.result is None:
                 errors.append(
                     f"{emitter}: the child exited {outcome.returncode} without a "
@@ -185,6 +190,29 @@ class Row:
             return all(self.outcomes[e].stage == "export" for e in EMITTERS)
         patched = self.outcomes["patched"].result or {}
         return patched.get("stage") == "export"
+
+    @property
+    def not_applicable(self) -> bool:
+        return any(
+            (self.outcomes[e].result or {}).get("outcome") == "n/a" for e in EMITTERS
+        )
+
+    @property
+    def fails_before_the_device(self) -> bool:
+        """Stock and patched fail or crash alike before anything was on a
+        device: the model does not export, whatever the patch."""
+        return (
+            not self.tool_errors
+            and not self.not_applicable
+            and (self.crashed_alike or self.failed_alike)
+            and self._before_the_device
+        )
+
+    @property
+    def step(self) -> Optional[str]:
+        """The step of the export where stock's child failed or crashed."""
+        stock = self.outcomes["stock"]
+        return (stock.result or {}).get("step") or stock.step or None
 
     @property
     def unchecked(self) -> Optional[str]:
@@ -325,6 +353,9 @@ class Verdict:
     unchecked: List[str]
     reached: int
     cpu_same: int
+    # One line instead of the table: every row that ran fails alike before
+    # the device (the model does not export), or None.
+    alike: Optional[str] = None
 
     @property
     def exit_code(self) -> int:
@@ -335,7 +366,9 @@ class Verdict:
         return 0
 
     def lines(self) -> List[str]:
-        """The report under the table."""
+        """The report under the table (or, for ``alike``, all of it)."""
+        if self.alike:
+            return [self.alike]
         out = []
         if self.problems:
             out.append("FAIL:\n  " + "\n  ".join(self.problems))
@@ -372,11 +405,36 @@ class Verdict:
         return out
 
 
+def _alike(rows: List[Row]) -> Optional[str]:
+    """One line when every row that ran fails alike before the device, with
+    the same error or signal: the model does not export at all."""
+    ran = [row for row in rows if not row.not_applicable]
+    if not ran or not all(row.fails_before_the_device for row in ran):
+        return None
+    errors = {row.outcomes["stock"].describe() for row in ran}
+    if len(errors) != 1:
+        return None
+    crashed = ran[0].crashed_alike
+    steps = list(dict.fromkeys(row.step for row in ran if row.step))
+    if steps:
+        where = " and ".join(steps)
+        what = f"{where} {'crashes' if crashed else 'fails'} with"
+    else:
+        what = f"every export {'crashes' if crashed else 'fails'} with"
+    return (
+        "NO VERDICT: the model does not export with stock or patched "
+        f"ExecuTorch: {what} {errors.pop()}, before anything is on a device "
+        f"({len(ran)} row{'s' if len(ran) != 1 else ''} alike; --verbose shows "
+        "each child's stderr)."
+    )
+
+
 def judge(rows: List[Row]) -> Verdict:
     def each(row: Row, items: List[str]) -> List[str]:
         return [f"{row.path} {row.device}: {item}" for item in items]
 
     return Verdict(
+        alike=_alike(rows),
         problems=[p for row in rows for p in each(row, row.problems)],
         tool_errors=[e for row in rows for e in each(row, row.tool_errors)],
         unchecked=[
@@ -451,12 +509,11 @@ def _short(text: str) -> str:
 def format_table(rows: List[Row], width: int = 60) -> str:
     def cell(text: str) -> str:
         text = _short(text)
-        if len(text) <= width:
+        # What is on the device, named in full: the most useful part. The
+        # advice after it is what _short leaves out.
+        if len(text) <= width or re.search(r"is on device \S+ \.\.\.$", text):
             return text
-        # Elide the middle, keeping the device the message names.
-        tail = re.search(r"is on device \S+ \.\.\.$", text)
-        keep = len(tail.group(0)) + 1 if tail else 0
-        return text[: width - keep - 3] + "..." + (" " + tail.group(0) if tail else "")
+        return text[: width - 3] + "..."
 
     header = ("path", "device", "stock ExecuTorch", "patched ExecuTorch")
     lines = [header] + [

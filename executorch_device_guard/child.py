@@ -32,8 +32,12 @@ constants: after lowering for the emitter, at the start of XNNPACK's
 preprocess, and the expected outputs of a bundled program. From there on,
 tensors derived from them stay on the device.
 
-A failure to load the model or set up the case is an error of the tool
-(``setup-error``), never an outcome of the export.
+A failure to load the model or set up the case (``setup-error``), and an
+exception from the tool's own code at any stage (``tool-error``: moving the
+model, its inputs or its constants, building the bundled test case), are
+errors of the tool, never outcomes of the export. Each step of the export
+records its name first (``{"step": "torch.export"}``), so that an error or a
+crash says where it happened.
 
 Paths (``--flow``):
   emit              to_edge_transform_and_lower(...).to_executorch(): the emitter
@@ -45,15 +49,17 @@ Paths (``--flow``):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
+import os
 import random
 import sys
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, Iterator, List
 
 FLOWS = ["emit", "xnnpack", "bundled", "cuda-partitioner"]
-OUTCOMES = ("ok", "error", "n/a", "setup-error")
+OUTCOMES = ("ok", "error", "n/a", "setup-error", "tool-error")
 
 # How far the export got: "export" until the tool puts tensors on the device.
 _stage = ["export"]
@@ -62,10 +68,23 @@ _stage = ["export"]
 _result_file: List[Path] = []
 
 
+# The step of the export that runs now, e.g. "torch.export" (see _step).
+_current_step = [""]
+# What the tool's own code was doing when it failed, if it did (see _tool).
+_tool_failure: List[str] = []
+
+
 def _on_device() -> None:
     if _stage[0] != "device" and _result_file:
         _report(_result_file[0], {"stage": "device"})
     _stage[0] = "device"
+
+
+def _step(name: str) -> None:
+    """Records that the export's step ``name`` starts (a crash leaves it)."""
+    if _current_step[0] != name and _result_file:
+        _report(_result_file[0], {"step": name})
+    _current_step[0] = name
 
 
 class NotApplicable(Exception):
@@ -74,6 +93,42 @@ class NotApplicable(Exception):
 
 class SetupError(Exception):
     """The case could not be set up (model, fake device): an error of the tool."""
+
+
+class ToolError(Exception):
+    """The tool's own code failed: an error of the tool, never of ExecuTorch."""
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [""])[0]
+
+
+@contextlib.contextmanager
+def _tool(what: str) -> Iterator[None]:
+    """Any exception inside is the tool's: ToolError, and recorded, so that
+    it stays the tool's even if ExecuTorch code that called back into the
+    tool (XNNPACK's preprocess) wraps it in an error of its own."""
+    try:
+        yield
+    except (NotApplicable, SetupError, ToolError):
+        raise
+    except Exception as e:  # noqa: B902 - every failure of the tool's code
+        message = f"{what}: {type(e).__name__}: {_first_line(e)}"
+        if not _tool_failure:
+            _tool_failure.append(message)
+        raise ToolError(message) from e
+
+
+def _raised_here(error: BaseException) -> bool:
+    """Whether ``error`` was raised by this file's own code (not by torch,
+    ExecuTorch or the model that it called)."""
+    tb = error.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    here = os.path.normcase(os.path.abspath(__file__))
+    return os.path.normcase(os.path.abspath(tb.tb_frame.f_code.co_filename)) == here
 
 
 def _programs_tables(programs: List[Any]) -> List[Dict[str, Any]]:
@@ -93,8 +148,9 @@ def _move_programs(edge: Any, device: str) -> None:
     """Every constant of every method of ``edge`` to ``device``, in place."""
     from executorch_device_guard.fake_device import tables_on_device
 
-    programs = [edge.exported_program(name) for name in edge.methods]
-    tables_on_device(_programs_tables(programs), _target_device(device))
+    with _tool(f"moving the program's constants to {device}"):
+        programs = [edge.exported_program(name) for name in edge.methods]
+        tables_on_device(_programs_tables(programs), _target_device(device))
 
 
 def _claims(device: str) -> Any:
@@ -109,6 +165,7 @@ def _claims(device: str) -> Any:
 def _export(model: Any) -> Any:
     from torch.export import export
 
+    _step("torch.export")
     return export(
         model.module,
         model.args,
@@ -122,11 +179,14 @@ def _emit(model: Any, device: str, external_constants: bool) -> Any:
     to_executorch()'s passes and the emitter see device tensors."""
     from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
 
-    edge = to_edge_transform_and_lower(_export(model))
+    exported = _export(model)
+    _step("to_edge_transform_and_lower")
+    edge = to_edge_transform_and_lower(exported)
     if _is_moved(device):
         _move_programs(edge, device)
         _on_device()
     config = ExecutorchBackendConfig(external_constants=external_constants)
+    _step("to_executorch")
     with _claims(device):
         return edge.to_executorch(config)
 
@@ -146,8 +206,11 @@ def _device_in_xnnpack_preprocess(device: str) -> None:
     original = XnnpackBackend.preprocess
 
     def preprocess(edge_program: Any, compile_specs: Any) -> Any:
-        tables_on_device([edge_program.state_dict, edge_program.constants], device)
+        with _tool(f"moving XNNPACK's constants to {device}"):
+            tables = [edge_program.state_dict, edge_program.constants]
+            tables_on_device(tables, device)
         _on_device()
+        _step("XNNPACK preprocess")
         with keep_device_claims():
             return original(edge_program, compile_specs)
 
@@ -164,13 +227,14 @@ def _xnnpack(model: Any, device: str) -> Any:
         raise NotApplicable("meta weights fail in lowering's decompositions first")
     if device.startswith("fake:"):
         _device_in_xnnpack_preprocess(_target_device(device))
-    edge = to_edge_transform_and_lower(
-        _export(model), partitioner=[XnnpackPartitioner()]
-    )
+    exported = _export(model)
+    _step("to_edge_transform_and_lower with XnnpackPartitioner")
+    edge = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
     if device.startswith("fake:"):
         # What XNNPACK did not take is emitted from the device too.
         _move_programs(edge, device)
         _on_device()
+    _step("to_executorch")
     with _claims(device):
         return edge.to_executorch()
 
@@ -188,23 +252,53 @@ def _bundled(model: Any, device: str) -> Any:
     )
     from executorch.exir import to_edge
     from executorch_device_guard.fake_device import on_device
+    from torch.utils._pytree import tree_flatten
 
     if model.kwargs:
         raise NotApplicable("bundled test cases take positional inputs only")
     # run() leaves the model on CPU for this path: the program is exported from
     # CPU, and only the expected outputs are computed on the device.
-    program = to_edge(_export(model)).to_executorch()
+    exported = _export(model)
+    _step("to_edge")
+    edge = to_edge(exported)
+    _step("to_executorch")
+    program = edge.to_executorch()
     where = "cuda" if device == "cuda" else "cpu"
+    with _tool(f"moving the model and its inputs to {where}"):
+        eager = model.to(where)
+    _step("computing the expected outputs (eager)")
     with torch.no_grad():
-        expected = model.module.to(where)(*(i.to(where) for i in model.args))
-    outputs = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+        expected = eager.module(*eager.args)
+    # A test case holds its inputs and outputs flattened: nested ones (an
+    # LSTM's (h, c)) are leaves in order, as in the program's signature.
+    with _tool("flattening the inputs and expected outputs"):
+        inputs = tree_flatten(model.args)[0]
+        outputs = tree_flatten(expected)[0]
+    # What a test case holds (ExecuTorch's bundled_program.config.ConfigValue).
+    held = (torch.Tensor, bool, int, float)
+    other = [v for v in inputs + outputs if not isinstance(v, held)]
+    if other:
+        raise NotApplicable(
+            "bundled test cases hold tensors, ints, floats and bools, not "
+            f"{type(other[0]).__name__}"
+        )
     if _is_moved(device):
-        outputs = [on_device(o, _target_device(device)) for o in outputs]
+        with _tool(f"moving the expected outputs to {device}"):
+            outputs = [
+                (
+                    on_device(o, _target_device(device))
+                    if isinstance(o, torch.Tensor)
+                    else o
+                )
+                for o in outputs
+            ]
     if device != "cpu":
         _on_device()
-    case = MethodTestCase(inputs=list(model.args), expected_outputs=outputs)
+    _step("BundledProgram")
+    case = MethodTestCase(inputs=inputs, expected_outputs=outputs)
     with _claims(device):
         bundled = BundledProgram(program, [MethodTestSuite("forward", [case])])
+        _step("serialize_from_bundled_program_to_flatbuffer")
         return serialize_from_bundled_program_to_flatbuffer(bundled)
 
 
@@ -219,13 +313,17 @@ def _cuda_partitioner(model: Any, inputs: Any) -> Any:
     from torch.export import export
 
     specs = [CudaBackend.generate_method_name_compile_spec("forward")]
+    _step("torch.export")
+    exported = export(model, inputs)
+    _step("to_edge_transform_and_lower with CudaPartitioner")
     edge = to_edge_transform_and_lower(
-        export(model, inputs),
+        exported,
         partitioner=[CudaPartitioner(specs)],
         compile_config=EdgeCompileConfig(
             _check_ir_validity=False, _skip_dim_order=True
         ),
     )
+    _step("to_executorch")
     return edge.to_executorch(ExecutorchBackendConfig(extract_delegate_segments=True))
 
 
@@ -254,11 +352,11 @@ def run(
     # return a .cuda() model): to CUDA for a real CUDA case (the bundled path
     # exports from CPU and computes only its expected outputs there), to CPU
     # for every other; the tool moves the constants to meta and fake devices.
-    if device == "cuda" and flow != "bundled":
-        model = model.to("cuda")
+    where = "cuda" if device == "cuda" and flow != "bundled" else "cpu"
+    with _tool(f"moving the model and its inputs to {where}"):
+        model = model.to(where)
+    if where == "cuda":
         _on_device()
-    else:
-        model = model.to("cpu")
     if flow == "emit":
         result = _emit(model, device, external_constants)
     elif flow == "xnnpack":
@@ -271,15 +369,17 @@ def run(
     if isinstance(result, bytes):
         files = {"bundled_program.bpte": result}
     else:
+        _step("serializing the program")
         files = {"program.pte": result.buffer}
         # 1.5.1 keeps external data in _tensor_data; later releases add data_files.
         for name, cord in (getattr(result, "_tensor_data", None) or {}).items():
             files[name] = bytes(cord)
-    out.mkdir(parents=True, exist_ok=True)
-    digests = {}
-    for name, data in sorted(files.items()):
-        (out / name).write_bytes(data)
-        digests[name] = hashlib.sha256(data).hexdigest()
+    with _tool("writing the program"):
+        out.mkdir(parents=True, exist_ok=True)
+        digests = {}
+        for name, data in sorted(files.items()):
+            (out / name).write_bytes(data)
+            digests[name] = hashlib.sha256(data).hexdigest()
     return {"outcome": "ok", "files": digests}
 
 
@@ -332,7 +432,16 @@ def main(argv: List[str]) -> int:
             "type": type(e).__name__,
             "message": lines[0],
             "stage": _stage[0],
+            "step": _current_step[0],
         }
+        if _tool_failure or isinstance(e, ToolError) or _raised_here(e):
+            # The tool's own code failed: no outcome of ExecuTorch's.
+            message = (
+                _tool_failure[0]
+                if _tool_failure
+                else f"in its own code: {type(e).__name__}: {lines[0]}"
+            )
+            result.update(outcome="tool-error", type="ToolError", message=message)
         code = 1
     sys.stdout.flush()
     _report(args.result, {"result": result})

@@ -75,6 +75,9 @@ def _check(args: argparse.Namespace) -> int:
             "rows": [row.as_json(stderr=args.verbose) for row in rows],
         }
         print(json.dumps(report, indent=1))
+    elif verdict.alike:
+        # Every row says the same: say it once.
+        print(verdict.alike)
     else:
         print(check.format_table(rows))
         print()
@@ -290,7 +293,8 @@ def parser() -> argparse.ArgumentParser:
         default="issue",
         help="'issue' (the #21545 reproducer, default), 'package.module:attr' "
         "or 'path/file.py[:attr]'; attr (default 'model') is a "
-        "(module, example_inputs) tuple or a callable returning one",
+        "(module, example_inputs) tuple, an EagerModelBase-style class "
+        "(get_eager_model(), get_example_inputs()), or a callable returning one",
     )
     c.add_argument("--json", action="store_true", help="machine-readable output")
     c.add_argument(
@@ -347,7 +351,10 @@ def parser() -> argparse.ArgumentParser:
         description="Runs COMMAND with a patched overlay of the installed "
         "ExecuTorch first on PYTHONPATH, for the command and its children. "
         "Exits with the command's exit code (128+N if a signal N ended it). "
-        "The overlay is removed afterwards.",
+        "The overlay is removed afterwards. A command line that drops "
+        "PYTHONPATH (python -I or -E, env -u PYTHONPATH) is refused; when no "
+        "process of the command imported the patched ExecuTorch, one line on "
+        "stderr says so.",
     )
     r.add_argument(
         "cmd",

@@ -24,8 +24,12 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.machinery
 import importlib.util
+import inspect
+import os
 import sys
+import types
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -141,13 +145,100 @@ def parse(spec: str) -> Tuple[str, str, str]:
 
 
 def check_file(spec: str) -> None:
-    """The checks that need no import: a file spec names an existing file."""
+    """What can be found without importing torch or the model, in well under
+    a second: a file that does not exist, a syntax error in the model's file
+    (or in the source of its module and the packages above it), a top-level
+    package that is not on the path. ModelSpecError, in the words that the
+    import itself would give."""
     kind, target, _ = parse(spec)
-    if kind == "file" and not Path(target).is_file():
+    if kind == "builtin":
+        return
+    if kind == "file":
+        if not Path(target).is_file():
+            raise ModelSpecError(
+                f"--model {spec}: no such file {Path(target).resolve()}; give the "
+                "path of a Python file, then ':' and the name of the model in it"
+            )
+        path = Path(target).resolve()
+        if importlib.util.spec_from_file_location(path.stem, path) is None:
+            raise ModelSpecError(f"--model {spec}: {path} cannot be loaded as Python")
+        sources = [path]
+    elif not all(name.isidentifier() for name in target.split(".")):
         raise ModelSpecError(
-            f"--model {spec}: no such file {Path(target).resolve()}; give the path "
-            "of a Python file, then ':' and the name of the model in it"
+            f"--model {spec}: {target!r} is not a module name; give "
+            "'package.module:attr' or 'path/file.py:attr'"
         )
+    else:
+        sources = _module_sources(spec, target)
+    for source in sources:
+        try:
+            compile(source.read_bytes(), str(source), "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as e:  # ValueError: a null byte
+            raise ModelSpecError(
+                f"--model {spec}: importing {target} failed: {type(e).__name__}: "
+                f"{_first_line(e)}"
+            ) from None
+        except OSError:
+            return  # the import will say what is wrong with it
+
+
+def _module_not_found(spec: str, name: str) -> ModelSpecError:
+    return ModelSpecError(
+        f"--model {spec}: no module named '{name}' on the path of "
+        f"{sys.executable} (run from the folder that holds it, or give "
+        "path/file.py:attr)"
+    )
+
+
+def _module_sources(spec: str, target: str) -> List[Path]:
+    """The source files that importing ``target`` runs (each package's
+    ``__init__.py``, then the module's), found without running any;
+    ModelSpecError if its top-level package is not on the path.
+
+    The path is this process's, with the current folder first, as the
+    children that import the model have it. Below the top level, a package
+    may extend its own path when it runs, so a module not found there is
+    left for the import to report.
+    """
+    names = target.split(".")
+    sys.path.insert(0, os.getcwd())
+    try:
+        found = importlib.util.find_spec(names[0])
+    except Exception:  # noqa: B902 - a finder's failure: the import will tell
+        return []
+    finally:
+        del sys.path[0]
+    if found is None:
+        raise _module_not_found(spec, names[0])
+    sources = [found.origin] if found.has_location else []
+    locations = list(found.submodule_search_locations or [])
+    for name in names[1:]:
+        source, locations = _find_in(locations, name)
+        if source is None and not locations:
+            break
+        sources.append(source)
+    return [Path(s) for s in sources if s and s.endswith(".py")]
+
+
+def _find_in(locations: List[str], name: str) -> Tuple[Optional[str], List[str]]:
+    """Where a package's submodule ``name`` is, as the path finder looks,
+    without importing anything: ``(its source, its own locations)``; a
+    namespace package has no source, a plain module no locations."""
+    spaces = []
+    for folder in locations:
+        package = os.path.join(folder, name)
+        if os.path.isfile(os.path.join(package, "__init__.py")):
+            return os.path.join(package, "__init__.py"), [package]
+        if any(
+            os.path.isfile(package + suffix)
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES
+        ):
+            return None, []  # compiled: no source to look at
+        if os.path.isfile(package + ".py"):
+            return package + ".py", []
+        if os.path.isdir(package):
+            spaces.append(package)
+    return None, spaces
 
 
 def _import(spec: str, kind: str, target: str) -> Any:
@@ -166,11 +257,7 @@ def _import(spec: str, kind: str, target: str) -> Any:
         return importlib.import_module(target)
     except ModuleNotFoundError as e:
         if e.name and (target == e.name or target.startswith(e.name + ".")):
-            raise ModelSpecError(
-                f"--model {spec}: no module named '{e.name}' on the path of "
-                f"{sys.executable} (run from the folder that holds it, or give "
-                "path/file.py:attr)"
-            ) from e
+            raise _module_not_found(spec, e.name) from e
         raise ModelSpecError(
             f"--model {spec}: importing {target} failed: {type(e).__name__}: {e} "
             "(install what it needs in this environment)"
@@ -225,7 +312,9 @@ def _from_eager_model(spec: str, value: Any) -> LoadedModel:
     return LoadedModel(loaded.module.eval(), loaded.args, kwargs, shapes)
 
 
-def _checked(spec: str, value: Any) -> LoadedModel:
+def _checked(spec: str, value: Any, what: str = "") -> LoadedModel:
+    """``value`` as a model, or ModelSpecError naming ``what`` it is (e.g.
+    "its attribute 'model'") and the way out, ``_hint``'s if given."""
     import torch
 
     if (
@@ -237,9 +326,38 @@ def _checked(spec: str, value: Any) -> LoadedModel:
         return LoadedModel(value[0], tuple(value[1]))
     if isinstance(value, torch.nn.Module):
         problem = "a torch.nn.Module without example inputs"
+    elif isinstance(value, types.ModuleType):
+        problem = "a module, not a model"
     else:
-        problem = f"a value of type {type(value).__name__}"
-    raise ModelSpecError(f"--model {spec}: got {problem}; give {FORMS}")
+        problem = f"a value of type {type(value).__name__}, not a model"
+    raise ModelSpecError(f"--model {spec}: {what or 'it'} is {problem}; give {FORMS}")
+
+
+def model_classes(module: Any) -> List[str]:
+    """The names of ``module``'s classes that follow EagerModelBase's
+    convention (abstract ones, such as EagerModelBase itself, left out)."""
+    return sorted(
+        name
+        for name, value in vars(module).items()
+        if isinstance(value, type)
+        and not name.startswith("_")
+        and not inspect.isabstract(value)
+        and _is_eager_model(value)
+    )
+
+
+def _hint(target: str, module: Any, value: Any = None) -> Optional[str]:
+    """The module's model classes, as the way out; also those of ``value``
+    if it is a submodule and the module has none. None if there are none."""
+    where, names = target, model_classes(module)
+    if not names and isinstance(value, types.ModuleType):
+        where, names = value.__name__, model_classes(value)
+    if not names:
+        return None
+    shown = ", ".join(names[:10]) + (
+        f" and {len(names) - 10} more" if len(names) > 10 else ""
+    )
+    return f"model classes in {where}: {shown} (give --model {where}:{names[0]})"
 
 
 def load_model(spec: str, stage: Optional[Callable[[str], None]] = None) -> LoadedModel:
@@ -256,16 +374,20 @@ def load_model(spec: str, stage: Optional[Callable[[str], None]] = None) -> Load
     say(f"importing {target}")
     module = _import(spec, kind, target)
     say("building the model")
+    default = (
+        "" if spec.partition(":")[2] else " (the default when no ':attr' is given)"
+    )
     if not hasattr(module, attr):
+        hint = _hint(target, module) or f"after ':' name {FORMS}"
         raise ModelSpecError(
-            f"--model {spec}: {target} has no attribute '{attr}'; after ':' name "
-            f"{FORMS}"
+            f"--model {spec}: {target} has no attribute '{attr}'{default}; {hint}"
         )
     value = getattr(module, attr)
     if _is_eager_model(value):
         return _from_eager_model(spec, value)
     import torch
 
+    what = f"its attribute '{attr}'{default}"
     if callable(value) and not isinstance(value, torch.nn.Module):
         try:
             value = value()
@@ -276,7 +398,14 @@ def load_model(spec: str, stage: Optional[Callable[[str], None]] = None) -> Load
             ) from e
         if _is_eager_model(value):
             return _from_eager_model(spec, value)
-    return _checked(spec, value)
+        what = f"{attr}() returned a value that"
+    try:
+        return _checked(spec, value, what)
+    except ModelSpecError as e:
+        hint = _hint(target, module, value)
+        if hint is None:
+            raise
+        raise ModelSpecError(f"{str(e).split('; give ', 1)[0]}; {hint}") from None
 
 
 def load(spec: str) -> Tuple[Any, Tuple[Any, ...]]:

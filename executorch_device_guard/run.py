@@ -29,6 +29,15 @@ process to the whole group reaches the command twice.
 
 The exit code is the command's; 128+N if signal N ended it; 126 if it cannot
 be executed, 127 if it is not found.
+
+A command line that would drop ``PYTHONPATH``, and with it the overlay
+(``python -I`` or ``-E``, ``env -u PYTHONPATH``, ``env -i``, ``env
+PYTHONPATH=...``), is refused before anything runs. What the command line
+does not show (a script that runs ``python -I``) is told afterwards: the
+overlay's ``executorch/exir/__init__.py`` creates a marker file in this run's
+temporary folder when a process imports it, and when no process did, one
+line on stderr says so and names the likely causes; the exit code stays the
+command's.
 """
 
 from __future__ import annotations
@@ -36,11 +45,12 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional, Tuple
 
 from executorch_device_guard import signals, tempdirs
 from executorch_device_guard.errors import GuardError
@@ -50,6 +60,31 @@ from executorch_device_guard.patchset import patched_files
 
 # Set for the command: the overlay it runs with.
 OVERLAY_ENV = "EXECUTORCH_DEVICE_GUARD_OVERLAY"
+# Set for the command: the marker file that the overlay's ExecuTorch creates
+# when a process imports it.
+IMPORTED_ENV = "EXECUTORCH_DEVICE_GUARD_IMPORTED"
+# Appended to the overlay's copy of executorch/exir/__init__.py (after its
+# last line, so that every line number stays). It creates the marker, never
+# a folder, and never follows a link; outside ``run`` the variable is unset.
+_MARKER_CODE = """
+
+# Added by executorch-device-guard run (not in the installed file): tells run
+# that this process imported the patched overlay's ExecuTorch.
+def _executorch_device_guard_imported():
+    import os
+
+    path = os.environ.get("EXECUTORCH_DEVICE_GUARD_IMPORTED")
+    if path:
+        flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            os.close(os.open(path, flags, 0o600))
+        except OSError:
+            pass
+
+
+_executorch_device_guard_imported()
+del _executorch_device_guard_imported
+"""
 # Every asynchronous signal that would end this process (SIGPIPE aside: Python
 # ignores it). Before the command starts, each ends the tool (128+N) with the
 # overlay removed; then each is passed on to the command.
@@ -77,6 +112,7 @@ def run_command(command: List[str], root: Path) -> int:
     would not import the overlay.
     """
     signals.raise_on_terminate(_FORWARDED)
+    refuse_dropped_pythonpath(command)
     installed = executorch_root()
     targets = patched_files(root)
     found = inspect_targets(installed, targets)
@@ -92,9 +128,139 @@ def run_command(command: List[str], root: Path) -> int:
         env[OVERLAY_ENV] = str(overlay)
         env.update(NO_BYTECODE)
         _check_import(env, overlay, folder)
-        return _run(command, env)
+        marker = folder / "imported"
+        watched = _add_import_marker(overlay)
+        if watched:
+            env[IMPORTED_ENV] = str(marker)
+        code = _run(command, env)
+        if watched and code not in (126, 127) and not marker.exists():
+            print(_not_imported(), file=sys.stderr, flush=True)
+        return code
     finally:
         tempdirs.remove(folder)
+
+
+def _add_import_marker(overlay: Path) -> bool:
+    """Makes the overlay's ``executorch/exir/__init__.py`` a file of its own
+    that creates the marker when imported. False, changing nothing, where
+    that file would not be the overlay's own (its folder is a link into
+    site-packages, which is never written)."""
+    folder = overlay / "executorch" / "exir"
+    init = folder / "__init__.py"
+    if folder.is_symlink() or not folder.is_dir() or not init.is_file():
+        return False
+    text = init.read_bytes()
+    # Replace the link itself (unlinking it leaves what it points to alone),
+    # and create the new file only where nothing is.
+    init.unlink()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    with os.fdopen(os.open(init, flags, 0o644), "wb") as f:
+        f.write(text + _MARKER_CODE.encode())
+    return True
+
+
+def _not_imported() -> str:
+    return (
+        "executorch-device-guard: note: no process of this command imported "
+        "ExecuTorch from the patched overlay, so the fix was not in play. If it "
+        "uses ExecuTorch, its Python ignored PYTHONPATH (python -I or -E, env "
+        "-u PYTHONPATH or env -i, a virtualenv or conda activation that resets "
+        f"it) or was another Python than {sys.executable}."
+    )
+
+
+# Python's options that take a value (the next argument if not attached),
+# and those after which the rest of the line is the program's.
+_VALUE_OPTIONS = "WX"
+_LAST_OPTIONS = "cm"
+_PYTHON = re.compile(r"(python|pypy)[0-9.]*[a-z]?(\.exe)?", re.IGNORECASE)
+# env's options that take a value.
+_ENV_VALUE_OPTIONS = ("-u", "--unset", "-C", "--chdir", "-P", "-a", "--argv0")
+
+
+def refuse_dropped_pythonpath(command: List[str]) -> None:
+    """GuardError, naming the program and its option, if ``command`` drops
+    or replaces ``PYTHONPATH`` (see ``drops_pythonpath``)."""
+    found = _dropping(command)
+    if found is None:
+        return
+    program, dropped = found
+    if program != "env":
+        verb = "ignores"
+    elif dropped.startswith("PYTHONPATH="):
+        verb = "replaces"
+    else:
+        verb = "removes"
+    raise GuardError(
+        f"run: {program} {dropped} {verb} PYTHONPATH, where run puts the "
+        "patched ExecuTorch, so the command would get the stock ExecuTorch: "
+        f"drop {dropped} (or use apply instead of run). Nothing was run."
+    )
+
+
+def drops_pythonpath(command: List[str]) -> Optional[str]:
+    """The part of ``command`` that makes its Python ignore or replace
+    ``PYTHONPATH`` (``-I``, ``-E``, ``env -u PYTHONPATH``, ``env -i``, ``env
+    PYTHONPATH=...``), or None. Only what the command line itself shows."""
+    found = _dropping(command)
+    return found[1] if found else None
+
+
+def _dropping(command: List[str]) -> Optional[Tuple[str, str]]:
+    """``(program, part)`` for ``drops_pythonpath``: ``env`` or the Python."""
+    words = list(command)
+    if words and os.path.basename(words[0]) == "env":
+        words, dropped = _after_env(words[1:])
+        if dropped is not None:
+            return "env", dropped
+    if not words or not _PYTHON.fullmatch(os.path.basename(words[0])):
+        return None
+    program = os.path.basename(words[0])
+    i = 1
+    while i < len(words):
+        word = words[i]
+        if word in ("-", "--") or not word.startswith("-"):
+            return None  # the script (or stdin): the rest is its own
+        if word.startswith("--"):
+            i += 2 if word == "--check-hash-based-pycs" else 1
+            continue
+        for j, letter in enumerate(word[1:]):
+            if letter in "IE":
+                return program, word
+            if letter in _LAST_OPTIONS:
+                return None
+            if letter in _VALUE_OPTIONS:
+                if j == len(word) - 2:
+                    i += 1  # the value is the next argument
+                break
+        i += 1
+    return None
+
+
+def _after_env(words: List[str]) -> Tuple[List[str], Optional[str]]:
+    """``env``'s arguments: the command after them, and what of them drops
+    PYTHONPATH (or None)."""
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word in ("-i", "--ignore-environment", "-"):
+            return [], word
+        if word in ("-u", "--unset"):
+            if words[i + 1 : i + 2] == ["PYTHONPATH"]:
+                return [], f"{word} PYTHONPATH"
+            i += 2
+            continue
+        if word in ("-uPYTHONPATH", "--unset=PYTHONPATH"):
+            return [], word
+        if word.startswith("PYTHONPATH="):
+            return [], word
+        if word in _ENV_VALUE_OPTIONS:
+            i += 2
+        elif word.startswith("-") or "=" in word:
+            i += 1
+        else:
+            return words[i:], None
+    return [], None
 
 
 def _check_import(env: Dict[str, str], overlay: Path, folder: Path) -> None:

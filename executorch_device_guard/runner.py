@@ -33,7 +33,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set
 
 from executorch_device_guard import data_root, tempdirs, warm
 from executorch_device_guard.child import OUTCOMES
@@ -112,6 +112,8 @@ class Outcome:
     # How far the child got (child.py): "export" or "device"; None if it
     # said nothing. For a crash, it says where the crash happened.
     stage: Optional[str] = None
+    # The export's last step that started (child.py), e.g. "torch.export".
+    step: Optional[str] = None
 
     @property
     def crashed(self) -> bool:
@@ -148,33 +150,46 @@ def _valid_result(result: object) -> bool:
 _STAGES = ("export", "device")
 
 
-def read_result(
-    path: Path,
-) -> Tuple[Optional[str], Optional[Dict], Optional[str], Optional[str]]:
-    """The child's result file: the emitter it imported, its result, why the
-    file is unusable (None if it is fine or simply ends early), and the last
-    stage it reached."""
-    emitter, result, problem, stage = None, None, None, None
+@dataclasses.dataclass
+class ResultFile:
+    """What a child's result file says: the emitter it imported, its result,
+    why the file is unusable (None if it is fine or simply ends early), and
+    the last stage and step it reached."""
+
+    emitter: Optional[str] = None
+    result: Optional[Dict] = None
+    problem: Optional[str] = None
+    stage: Optional[str] = None
+    step: Optional[str] = None
+
+
+def read_result(path: Path) -> ResultFile:
+    """Reads a child's result file (child.py)."""
+    found = ResultFile()
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
-        return None, None, None, None
+        return found
     except OSError as e:
-        return None, None, f"its result file cannot be read ({e.strerror})", None
+        found.problem = f"its result file cannot be read ({e.strerror})"
+        return found
     for line in text.splitlines():
         try:
             record = json.loads(line)
         except ValueError:
-            return emitter, None, "its result file is malformed", stage
+            record = None
         if isinstance(record, dict) and isinstance(record.get("emitter"), str):
-            emitter = record["emitter"]
+            found.emitter = record["emitter"]
         elif isinstance(record, dict) and record.get("stage") in _STAGES:
-            stage = record["stage"]
+            found.stage = record["stage"]
+        elif isinstance(record, dict) and isinstance(record.get("step"), str):
+            found.step = record["step"]
         elif isinstance(record, dict) and _valid_result(record.get("result")):
-            result = record["result"]
+            found.result = record["result"]
         else:
-            return emitter, None, "its result file is malformed", stage
-    return emitter, result, problem, stage
+            found.result, found.problem = None, "its result file is malformed"
+            return found
+    return found
 
 
 def _site_dirs() -> Set[str]:
@@ -455,7 +470,8 @@ class Emitters:
                 "the export needs longer)",
                 timed_out=timeout,
             )
-        imported, result, problem, stage = read_result(result_file)
+        found = read_result(result_file)
+        imported, result, problem = found.emitter, found.result, found.problem
         if result is not None:
             result = {
                 k: self.shorten(v) if isinstance(v, str) else v
@@ -489,7 +505,8 @@ class Emitters:
             result,
             self.shorten(proc.stderr),
             tool_error=tool_error,
-            stage=stage,
+            stage=found.stage,
+            step=found.step,
         )
 
     def abort(self) -> None:

@@ -101,11 +101,16 @@ def test_builtins() -> None:
     [
         ("{dir}/missing.py:make", "no such file {dir}/missing.py; give the path"),
         ("no_such_pkg_xyz.sub:model", "no module named 'no_such_pkg_xyz'"),
-        ("{file}:nope", "has no attribute 'nope'; after ':' name a (torch.nn.Module"),
+        (
+            "{file}:nope",
+            "has no attribute 'nope'; model classes in {file}: Eager, EagerFive "
+            "(give --model {file}:Eager)",
+        ),
         ("{file}:broken", "calling broken() failed: RuntimeError: weights not found"),
         (
             "{file}:needs_missing",
-            "got a value of type NoneType; give a (torch.nn.Module",
+            "its attribute 'needs_missing' is a value of type NoneType, not a "
+            "model; model classes in {file}: Eager, EagerFive",
         ),
         (":x", "give 'package.module:attr' or 'path/file.py:attr'"),
         (
@@ -121,7 +126,7 @@ def test_each_mistake_is_one_line(user_file: Path, spec: str, message: str) -> N
         models.load_model(spec)
     text = str(error.value)
     assert "\n" not in text
-    assert message.format(dir=user_file.parent) in text
+    assert message.format(dir=user_file.parent, file=user_file) in text
     assert spec in text
 
 
@@ -166,3 +171,121 @@ def test_moving_a_model_moves_nested_inputs() -> None:
     assert moved.args[1]["x"].device.type == "meta"
     assert moved.kwargs["y"][0].device.type == "meta"
     assert moved.devices() == ["meta"]
+
+
+CANDIDATES = """
+import torch
+
+from executorch.examples.models.model_base import EagerModelBase
+
+
+class Small(EagerModelBase):
+    def get_eager_model(self):
+        return torch.nn.Linear(2, 2)
+
+    def get_example_inputs(self):
+        return (torch.ones(1, 2),)
+
+
+class Duck:
+    # The convention without the base class.
+    get_eager_model = Small.get_eager_model
+    get_example_inputs = Small.get_example_inputs
+
+
+class NotAModel:
+    pass
+
+
+helper = 3
+"""
+
+
+def test_a_module_without_attr_names_it_and_lists_model_classes() -> None:
+    """``--model pkg.module``: the default attribute ``model`` is named, and
+    the module's model classes (EagerModelBase's convention) are offered."""
+    spec = "executorch.examples.models.lstm"
+    with pytest.raises(ModelSpecError) as error:
+        models.load_model(spec)
+    assert str(error.value) == (
+        f"--model {spec}: its attribute 'model' (the default when no ':attr' "
+        "is given) is a module, not a model; model classes in "
+        f"{spec}: LSTMModel (give --model {spec}:LSTMModel)"
+    )
+
+
+def test_a_missing_attribute_lists_the_model_classes(tmp_path: Path) -> None:
+    path = tmp_path / "candidates.py"
+    path.write_text(CANDIDATES)
+    for spec, attr in ((str(path), "model"), (f"{path}:helper", "helper")):
+        with pytest.raises(ModelSpecError) as error:
+            models.load_model(spec)
+        text = str(error.value)
+        assert "\n" not in text
+        assert f"'{attr}'" in text, text
+        assert text.endswith(
+            f"model classes in {path}: Duck, Small (give --model {path}:Duck)"
+        ), text
+    # Without any, the forms a model may take.
+    empty = tmp_path / "empty.py"
+    empty.write_text("x = 1\n")
+    with pytest.raises(ModelSpecError) as error:
+        models.load_model(str(empty))
+    assert str(error.value) == (
+        f"--model {empty}: {empty} has no attribute 'model' (the default when "
+        f"no ':attr' is given); after ':' name {models.FORMS}"
+    )
+
+
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        (".hidden:m", "'.hidden' is not a module name; give 'package.module:attr'"),
+        ("pkg..mod:m", "'pkg..mod' is not a module name; give"),
+        ("some/folder/:m", "'some/folder/' is not a module name; give"),
+        ("{dir}/notes.txt:m", "{dir}/notes.txt cannot be loaded as Python"),
+    ],
+)
+def test_what_cannot_be_a_module_is_told_without_importing(
+    tmp_path: Path, spec: str, message: str
+) -> None:
+    (tmp_path / "notes.txt").write_text("x = = 1\n")
+    spec = spec.format(dir=tmp_path)
+    with pytest.raises(ModelSpecError) as error:
+        models.check_file(spec)
+    assert str(error.value).startswith(
+        f"--model {spec}: " + message.format(dir=tmp_path)
+    )
+
+
+NESTED = """
+import torch
+
+
+class Nested(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x, rest):
+        y, extra = rest
+        out = self.linear(x) + y * extra["scale"]
+        return out, (out.sum(), [out * 2])
+
+
+def model():
+    inputs = (torch.ones(2, 4), [torch.ones(2, 4), {"scale": torch.tensor(3.0)}])
+    return Nested().eval(), inputs
+"""
+
+
+def test_nested_inputs_and_outputs_are_bundled_flat(tmp_path: Path) -> None:
+    """Tuples, lists and dicts, at any depth: moved as they are, and the
+    bundled test case holds them flattened, as the program's inputs."""
+    from executorch_device_guard import child
+
+    path = tmp_path / "nested.py"
+    path.write_text(NESTED)
+    result = child.run("cpu", f"{path}:model", False, tmp_path / "out", "bundled")
+    assert result["outcome"] == "ok", result
+    assert list(result["files"]) == ["bundled_program.bpte"]

@@ -13,10 +13,12 @@ hashes the same before and after, and no overlay is left behind, also after
 SIGINT.
 """
 
+import concurrent.futures
 import hashlib
 import os
 import pty
 import select
+import shlex
 import signal
 import subprocess
 import sys
@@ -489,3 +491,143 @@ def test_other_signals_reach_the_command(
         assert proc.returncode == 128 + getattr(signal, name), stderr
     assert overlays_in(tmp_env) == []
 
+
+# --------------------------------------------------------------------------
+# A command whose Python ignores PYTHONPATH would get the stock ExecuTorch:
+# refused where it can be seen, and told after the command where it cannot.
+
+IMPORTS_EXECUTORCH = "import sys\nimport executorch.exir\nsys.exit(3)\n"
+
+
+@pytest.mark.parametrize(
+    "argv,option",
+    [
+        (["python", "-I", "x.py"], "-I"),
+        (["python3", "-E", "x.py"], "-E"),
+        (["python3.11", "-IE", "x.py"], "-IE"),
+        (["/usr/bin/python", "-sE", "x.py"], "-sE"),
+        (["python", "-I", "-c", "import executorch"], "-I"),
+        (["python", "-W", "ignore", "-E", "-m", "pkg"], "-E"),
+        (["env", "-u", "PYTHONPATH", "python", "x.py"], "-u PYTHONPATH"),
+        (["env", "--unset=PYTHONPATH", "python", "x.py"], "--unset=PYTHONPATH"),
+        (["env", "-i", "PATH=/bin", "python", "x.py"], "-i"),
+        (["env", "PYTHONPATH=/elsewhere", "python", "x.py"], "PYTHONPATH=/elsewhere"),
+        (["env", "A=1", "python", "-I", "x.py"], "-I"),
+    ],
+)
+def test_a_command_line_that_drops_pythonpath_is_refused(argv, option) -> None:
+    from executorch_device_guard.run import drops_pythonpath
+
+    assert drops_pythonpath(argv) == option
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["python", "x.py", "-I"],  # the script's own argument
+        ["python", "-c", "code", "-E"],
+        ["python", "-m", "pkg", "-I"],
+        ["python", "-W", "-I", "x.py"],  # -W's value
+        ["python", "-X", "dev", "-s", "x.py"],
+        ["python", "-Wignore", "-u", "x.py"],
+        ["python", "-", "-I"],
+        ["grep", "-E", "x"],
+        ["env", "A=1", "python", "x.py"],
+        ["env", "-u", "OTHER", "python", "x.py"],
+    ],
+)
+def test_a_command_line_that_keeps_pythonpath_runs(argv) -> None:
+    from executorch_device_guard.run import drops_pythonpath
+
+    assert drops_pythonpath(argv) is None
+
+
+def test_python_dash_i_is_refused_up_front(tmp_path: Path, tmp_env) -> None:
+    script = tmp_path / "export.py"
+    script.write_text("print('ran')\n")
+    python = os.path.basename(sys.executable)
+    for argv, shown in (
+        ([sys.executable, "-I", str(script)], f"run: {python} -I ignores PYTHONPATH"),
+        (
+            ["env", "-u", "PYTHONPATH", sys.executable, str(script)],
+            "run: env -u PYTHONPATH removes PYTHONPATH",
+        ),
+    ):
+        result = guard("run", "--", *argv, env=tmp_env)
+        one_line(result, 2, shown, ", where run puts the patched", "Nothing was run")
+        assert result.stdout == ""
+    assert overlays_in(tmp_env) == []
+
+
+NOT_IMPORTED = (
+    "executorch-device-guard: note: no process of this command imported "
+    "ExecuTorch from the patched overlay"
+)
+
+
+def test_a_python_that_ignored_pythonpath_is_told_after_the_command(
+    tmp_path: Path, tmp_env
+) -> None:
+    """Where the command line does not show it (a shell script), run knows
+    after the command whether any process of it imported the overlay's
+    ExecuTorch, and says so in one line, keeping the command's exit code."""
+    script = tmp_path / "export.py"
+    script.write_text(IMPORTS_EXECUTORCH)
+    python, path = shlex.quote(sys.executable), shlex.quote(str(script))
+    shells = {
+        "-I": f"{python} -I {path}",
+        "-E": f"{python} -E {path}",
+        "env -u": f"env -u PYTHONPATH {python} {path}",
+        "normal": f"{python} {path}",
+    }
+    with concurrent.futures.ThreadPoolExecutor(len(shells)) as pool:
+        results = dict(
+            zip(
+                shells,
+                pool.map(
+                    lambda line: guard("run", "--", "sh", "-c", line, env=tmp_env),
+                    shells.values(),
+                ),
+            )
+        )
+    for name, result in results.items():
+        assert result.returncode == 3, (name, result.stderr[-3000:])
+        assert "Traceback" not in result.stderr, result.stderr
+        # Importing ExecuTorch prints warnings of its own (torchao's).
+        lines = [
+            line
+            for line in result.stderr.splitlines()
+            if line.startswith("executorch-device-guard")
+        ]
+        if name == "normal":
+            assert lines == [], result.stderr
+            continue
+        assert len(lines) == 1 and lines[0].startswith(NOT_IMPORTED), (name, lines)
+        assert "-I" in lines[0] and "env -u PYTHONPATH" in lines[0]
+    assert overlays_in(tmp_env) == []
+
+
+def test_a_command_without_executorch_gets_a_quiet_note(tmp_env) -> None:
+    result = guard("run", "--", "sh", "-c", "exit 5", env=tmp_env)
+    assert result.returncode == 5
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(NOT_IMPORTED), lines
+    assert "If it uses ExecuTorch" in lines[0]
+
+
+@pytest.mark.parametrize(
+    "argv,shown",
+    [
+        (["env", "--", "python3", "-I", "x.py"], "python3 -I ignores PYTHONPATH"),
+        (["env", "A=1", "/usr/bin/python", "-E"], "python -E ignores PYTHONPATH"),
+        (["env", "-i", "python", "x.py"], "env -i removes PYTHONPATH"),
+        (["env", "PYTHONPATH=", "python"], "env PYTHONPATH= replaces PYTHONPATH"),
+    ],
+)
+def test_a_refusal_names_the_program_that_drops_pythonpath(argv, shown) -> None:
+    from executorch_device_guard.errors import GuardError
+    from executorch_device_guard.run import refuse_dropped_pythonpath
+
+    with pytest.raises(GuardError) as error:
+        refuse_dropped_pythonpath(argv)
+    assert str(error.value).startswith(f"run: {shown}, where run puts"), error.value

@@ -1,0 +1,33 @@
+# Copyright (c) 2026 The executorch-device-guard authors.
+# All rights reserved.
+#
+# This source code is licensed under the BSD-style license found in the
+# LICENSE file in the root directory of this source tree.
+
+"""``bench/bench_run.py``: run against the plain import, in one run, with
+the installed ExecuTorch unchanged."""
+
+import re
+import subprocess
+import sys
+
+from conftest import REPO
+
+
+def test_bench_run_gives_a_ratio_and_changes_nothing() -> None:
+    result = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "bench_run.py"), "--rounds", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("warm-up: plain ")
+    assert lines[1].startswith("round 1 (plain then run): plain ")
+    assert re.fullmatch(
+        r"ratio: \d+\.\d{3} \((within|OVER) the target of at most 1\.1\)", lines[-2]
+    ), lines
+    assert re.fullmatch(
+        r"the installed ExecuTorch is unchanged: \d+ files and folders", lines[-1]
+    ), lines
