@@ -4,7 +4,7 @@
 # This source code is licensed under the BSD-style license found in the
 # LICENSE file in the root directory of this source tree.
 
-# pyre-unsafe
+# pyre-strict
 
 import unittest
 from typing import List
@@ -44,7 +44,7 @@ class _DeviceStorage(torch.UntypedStorage):
         return self.claimed_device
 
 
-def _on_device(tensor: torch.Tensor, device: str) -> torch.Tensor:
+def _claim_device(tensor: torch.Tensor, device: str) -> torch.Tensor:
     if device == "meta":
         return tensor.to("meta")
     storage = _DeviceStorage(tensor.untyped_storage().nbytes())
@@ -64,15 +64,19 @@ def _device_error(tensor: str, device: str, advice: str) -> str:
 
 
 class LinearReLU(torch.nn.Module):
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.linear = torch.nn.Linear(4, 3)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.relu(self.linear(x))
 
 
 class TestBundleDeviceTensors(unittest.TestCase):
+    model: LinearReLU
+    input: torch.Tensor
+    output: torch.Tensor
+
     def setUp(self) -> None:
         torch.manual_seed(0)
         self.model = LinearReLU().eval()
@@ -90,14 +94,14 @@ class TestBundleDeviceTensors(unittest.TestCase):
         return BundledProgram(program, [MethodTestSuite("forward", [case])])
 
     def _on_device(self, tensor: torch.Tensor, device: str) -> torch.Tensor:
-        moved = _on_device(tensor, device)
+        moved = _claim_device(tensor, device)
         # Each case's premise: the bundled program will read a storage on this
         # device.
         self.assertEqual(str(moved.untyped_storage().device), device)
         return moved
 
     @parameterized.expand(DEVICES)
-    def test_expected_output_on_device_raises(self, device, advice) -> None:
+    def test_expected_output_on_device_raises(self, device: str, advice: str) -> None:
         bundled = self._bundle([self.input], [self._on_device(self.output, device)])
         with self.assertRaises(RuntimeError) as context:
             serialize_from_bundled_program_to_flatbuffer(bundled)
@@ -106,7 +110,7 @@ class TestBundleDeviceTensors(unittest.TestCase):
         )
 
     @parameterized.expand(DEVICES)
-    def test_input_on_device_raises(self, device, advice) -> None:
+    def test_input_on_device_raises(self, device: str, advice: str) -> None:
         bundled = self._bundle([self._on_device(self.input, device)], [self.output])
         with self.assertRaises(RuntimeError) as context:
             serialize_from_bundled_program_to_flatbuffer(bundled)

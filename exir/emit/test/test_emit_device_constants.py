@@ -52,7 +52,7 @@ class _DeviceStorage(torch.UntypedStorage):
         return self.claimed_device
 
 
-def _on_device(tensor: torch.Tensor, device: str) -> torch.Tensor:
+def _claim_device(tensor: torch.Tensor, device: str) -> torch.Tensor:
     if device == "meta":
         return tensor.to("meta")
     storage = _DeviceStorage(tensor.untyped_storage().nbytes())
@@ -103,7 +103,7 @@ class TestEmitDeviceConstants(unittest.TestCase):
         return to_edge(export(model.eval(), inputs, strict=True))
 
     def _on_device(self, tensor: torch.Tensor, device: str) -> torch.Tensor:
-        moved = _on_device(tensor, device)
+        moved = _claim_device(tensor, device)
         # Each case's premise: the emitter will read a storage on this device.
         self.assertEqual(str(moved.untyped_storage().device), device)
         return moved
