@@ -255,6 +255,14 @@ def _timeout(text: str) -> float:
     return seconds
 
 
+def _path(text: str) -> Path:
+    """A path argument; an empty one (an unset shell variable) is refused,
+    not taken for the current folder."""
+    if not text:
+        raise argparse.ArgumentTypeError("give a path, not ''")
+    return Path(text)
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors in one line on stderr, exit 2 (``--help`` is unchanged)."""
 
@@ -333,7 +341,7 @@ def parser() -> argparse.ArgumentParser:
     )
     c.add_argument(
         "--log-dir",
-        type=Path,
+        type=_path,
         help="write each child's full stderr to LOG_DIR/PATH_DEVICE_EMITTER.log",
     )
     c.add_argument(
@@ -376,7 +384,7 @@ def parser() -> argparse.ArgumentParser:
         help="write the upstream change as git am-able mbox patches",
     )
     e.add_argument(
-        "dest", type=Path, help="a new or empty folder to write the patches into"
+        "dest", type=_path, help="a new or empty folder to write the patches into"
     )
     e.add_argument(
         "--author",
