@@ -212,6 +212,14 @@ def _export(args: argparse.Namespace) -> int:
     from executorch_device_guard.errors import GuardError
     from executorch_device_guard.export import export, git_author
 
+    if not args.dest.is_absolute():
+        try:
+            os.getcwd()
+        except FileNotFoundError:
+            return _usage_error(
+                f"the current directory no longer exists, so {args.dest} is "
+                "nowhere: cd to one that does, or give an absolute path"
+            )
     author = args.author or git_author()
     if author is None:
         raise GuardError(

@@ -318,6 +318,18 @@ def test_an_empty_path_is_refused_not_taken_for_here(
     assert hashes(here) == before
 
 
+def test_export_from_a_deleted_directory(tmp_path: Path, site: Path) -> None:
+    """A relative folder has nowhere to go: one line that says why."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    wrap = ["sh", "-c", f'cd "{gone}" && rmdir "{gone}" && exec "$@"', "sh"]
+    result = cli(site, "export", "--author", AUTHOR, "out", wrap=wrap)
+    one_line_error(result, "the current directory no longer exists")
+    gone.mkdir()
+    there = cli(site, "export", "--author", AUTHOR, str(tmp_path / "out"), wrap=wrap)
+    assert there.returncode == 0, there.stderr
+
+
 def test_export_force_writes_into_a_non_empty_folder(tmp_path: Path, site: Path):
     full = tmp_path / "full"
     full.mkdir()
