@@ -212,6 +212,14 @@ def _export(args: argparse.Namespace) -> int:
     from executorch_device_guard.errors import GuardError
     from executorch_device_guard.export import export, git_author
 
+    if not args.dest.is_absolute():
+        try:
+            os.getcwd()
+        except FileNotFoundError:
+            return _usage_error(
+                f"the current directory no longer exists, so {args.dest} is "
+                "nowhere: cd to one that does, or give an absolute path"
+            )
     author = args.author or git_author()
     if author is None:
         raise GuardError(
@@ -253,6 +261,14 @@ def _timeout(text: str) -> float:
             f"not {text}"
         )
     return seconds
+
+
+def _path(text: str) -> Path:
+    """A path argument; an empty one (an unset shell variable) is refused,
+    not taken for the current folder."""
+    if not text:
+        raise argparse.ArgumentTypeError("give a path, not ''")
+    return Path(text)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -333,7 +349,7 @@ def parser() -> argparse.ArgumentParser:
     )
     c.add_argument(
         "--log-dir",
-        type=Path,
+        type=_path,
         help="write each child's full stderr to LOG_DIR/PATH_DEVICE_EMITTER.log",
     )
     c.add_argument(
@@ -376,7 +392,7 @@ def parser() -> argparse.ArgumentParser:
         help="write the upstream change as git am-able mbox patches",
     )
     e.add_argument(
-        "dest", type=Path, help="a new or empty folder to write the patches into"
+        "dest", type=_path, help="a new or empty folder to write the patches into"
     )
     e.add_argument(
         "--author",

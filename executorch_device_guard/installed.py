@@ -17,6 +17,8 @@ against every form it has and takes the one that fits, which ``status``
 names; one that fits several forms differently is unknown. A target that the
 distribution's RECORD does not list is *not shipped* by this release (the MPS
 backend in 1.5.x): it is left alone, never written, even if a file is there.
+One that is there while the RECORD lists other files of its folder is
+unknown: that RECORD is wrong.
 ``apply`` replaces each stock file by its patched text, ``revert`` each
 patched file by its stock text (the strict reverse of the same hunks), one
 file at a time, atomically, under a lock (``lock``), inside the package only
@@ -325,6 +327,11 @@ def inspect(
             there = package.read(rel) is not None
         except Unsafe:
             there = True
+        folder = rel.rpartition("/")[0] + "/"
+        if there and any(f.startswith(folder) for f in listed):
+            # Every release that ships a target's folder ships the target.
+            why = "this release's RECORD lists its folder but not it"
+            return Inspection(FileState.UNKNOWN, why)
         why = "this release's RECORD does not list it: the file there is left alone"
         return Inspection(FileState.NOT_SHIPPED, why if there else "")
     try:

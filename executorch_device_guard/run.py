@@ -113,6 +113,10 @@ def run_command(command: List[str], root: Path) -> int:
     """
     signals.raise_on_terminate(_FORWARDED)
     refuse_dropped_pythonpath(command)
+    if _inside_run():
+        # The outer run's overlay is first on PYTHONPATH already (and shadows
+        # the installed ExecuTorch, which executorch_root would refuse).
+        return _run(command, dict(os.environ))
     installed = executorch_root()
     targets = patched_files(root)
     found = inspect_targets(installed, targets)
@@ -138,6 +142,13 @@ def run_command(command: List[str], root: Path) -> int:
         return code
     finally:
         tempdirs.remove(folder)
+
+
+def _inside_run() -> bool:
+    """Whether this process runs under ``run``, its overlay first on PYTHONPATH."""
+    overlay = os.environ.get(OVERLAY_ENV)
+    first = os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]
+    return bool(overlay) and first == overlay and os.path.isdir(overlay)
 
 
 def _add_import_marker(overlay: Path) -> bool:

@@ -295,6 +295,41 @@ def test_export_refuses_a_bad_destination(
     assert hashes(tmp_path) == before
 
 
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["export", "--author", AUTHOR, "--force", ""], "export: argument dest: "),
+        (
+            ["check", "--paths", "emitter", "--devices", "cpu", "--log-dir", ""],
+            "check: argument --log-dir: ",
+        ),
+    ],
+)
+def test_an_empty_path_is_refused_not_taken_for_here(
+    tmp_path: Path, site: Path, args, needle: str
+) -> None:
+    """``--log-dir "$LOGS"`` with LOGS unset: nothing is written into the
+    current folder."""
+    here = tmp_path / "here"
+    here.mkdir()
+    (here / "notes.txt").write_text("mine")
+    before = hashes(here)
+    one_line_error(cli(site, *args, cwd=here), needle + "give a path, not ''")
+    assert hashes(here) == before
+
+
+def test_export_from_a_deleted_directory(tmp_path: Path, site: Path) -> None:
+    """A relative folder has nowhere to go: one line that says why."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    wrap = ["sh", "-c", f'cd "{gone}" && rmdir "{gone}" && exec "$@"', "sh"]
+    result = cli(site, "export", "--author", AUTHOR, "out", wrap=wrap)
+    one_line_error(result, "the current directory no longer exists")
+    gone.mkdir()
+    there = cli(site, "export", "--author", AUTHOR, str(tmp_path / "out"), wrap=wrap)
+    assert there.returncode == 0, there.stderr
+
+
 def test_export_force_writes_into_a_non_empty_folder(tmp_path: Path, site: Path):
     full = tmp_path / "full"
     full.mkdir()

@@ -331,3 +331,29 @@ def test_record_that_is_not_utf8_is_one_line(tmp_path: Path, command: str) -> No
     )
     one_line_error(cli(site, *args), f"{record} cannot be read")
     assert snapshot(tmp_path) == before
+
+
+def test_record_that_omits_a_target_beside_listed_files(tmp_path: Path) -> None:
+    """A RECORD that lists the emitter's folder but not the emitter lies: a
+    release that ships the folder ships the file. Taking the emitter for not
+    shipped would patch the rest and call it done, the emitter still stock."""
+    site = make_site(tmp_path / "site")
+    (site / "executorch" / "exir" / "emit" / "__init__.py").write_text("")
+    record = next(site.glob("*.dist-info")) / "RECORD"
+    lines = record.read_text().splitlines(keepends=True)
+    record.write_text(
+        "".join(line for line in lines if not line.startswith(f"executorch/{EMITTER},"))
+        + "executorch/exir/emit/__init__.py,,\n"
+    )
+    before = snapshot(tmp_path)
+    status = cli(site, "status")
+    assert status.returncode == 0, status.stderr
+    assert (
+        f"  unknown  {EMITTER} (this release's RECORD lists its folder but not it)"
+        in status.stdout.splitlines()
+    ), status.stdout
+    assert "Some files are neither stock nor patched" in status.stdout
+    one_line_error(cli(site, "apply"), f"{site / 'executorch' / EMITTER} is unknown")
+    run = cli(site, "run", "--", sys.executable, "-c", "pass")
+    one_line_error(run, f"{site / 'executorch' / EMITTER} is unknown")
+    assert snapshot(tmp_path) == before

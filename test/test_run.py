@@ -631,3 +631,16 @@ def test_a_refusal_names_the_program_that_drops_pythonpath(argv, shown) -> None:
     with pytest.raises(GuardError) as error:
         refuse_dropped_pythonpath(argv)
     assert str(error.value).startswith(f"run: {shown}, where run puts"), error.value
+
+
+def test_a_run_inside_a_run_uses_the_outer_overlay(tmp_env) -> None:
+    """A script that wraps its export in ``run``, itself run under ``run``:
+    the inner command gets the outer overlay, its exit code and no error."""
+    code = "import sys, executorch.exir as e; print(e.__file__); sys.exit(3)"
+    inner = [sys.executable, "-m", "executorch_device_guard", "run", "--"]
+    result = guard("run", "--", *inner, sys.executable, "-c", code, env=tmp_env)
+    assert result.returncode == 3, result.stderr
+    assert "executorch-device-guard" not in result.stderr, result.stderr
+    overlay = Path(result.stdout.strip()).parents[2]
+    assert overlay.parent.parent == Path(tmp_env["TMPDIR"])
+    assert overlays_in(tmp_env) == []
