@@ -27,7 +27,7 @@ PAGES = [README] + [
 ]
 QUICK_START = [
     "bash scripts/setup.sh && .venv/bin/executorch-device-guard check   # set up "
-    "(about 1 min), then the main job (about 20 s)",
+    "(a few minutes), then the main job (about 20 s)",
     "bash scripts/setup.sh && .venv/bin/python -m pytest                # set up, "
     "then the tests (about 20 min)",
 ]
