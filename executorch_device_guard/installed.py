@@ -646,7 +646,8 @@ def _change(
         if found.unsafe():
             raise GuardError(
                 f"{found.unsafe()[0]}, where the tool would remove a module's "
-                "cached bytecode; it neither follows nor removes links. Nothing "
+                "cached bytecode; it removes only plain files in a real "
+                "__pycache__ folder, never a link or anything else. Nothing "
                 "was changed. Remove it, then run the command again."
             )
         todo = [rel for rel, i in found.files.items() if i.state is source]
