@@ -91,7 +91,7 @@ def guard_seconds_per_constant(edge, patched) -> float:
     rounds = 50
     for _ in range(rounds):
         for spec in specs:
-            guard(None, spec, "name")
+            guard(None, spec, "name", None)
     return (time.perf_counter() - start) / (rounds * len(specs))
 
 

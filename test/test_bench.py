@@ -31,3 +31,26 @@ def test_bench_run_gives_a_ratio_and_changes_nothing() -> None:
     assert re.fullmatch(
         r"the installed ExecuTorch is unchanged: \d+ files and folders", lines[-1]
     ), lines
+
+
+def test_bench_guard_times_the_patched_emitters_own_check() -> None:
+    """The guard's own cost, which bounds what it adds to ``to_executorch()``,
+    is timed by calling the patched emitter's check as the emitter does."""
+    code = (
+        "import sys, torch; sys.path.insert(0, 'bench'); import bench_guard; "
+        "from executorch.exir import to_edge; "
+        "m = torch.nn.Linear(2, 2); "
+        "edge = to_edge(torch.export.export(m, (torch.ones(1, 2),))); "
+        "cost = bench_guard.guard_seconds_per_constant("
+        "edge, bench_guard.load_emitter_copy(patched=True)); "
+        "print(0 < cost < 1e-3)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout == "True\n", result.stdout
