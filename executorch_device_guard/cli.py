@@ -160,7 +160,7 @@ def _status(args: argparse.Namespace) -> int:
     from executorch_device_guard.patchset import patched_files
 
     root = installed.executorch_root()
-    found = installed.survey(root, patched_files(data_root()))
+    found = installed.survey(root, patched_files(data_root(), install=True))
     print(f"ExecuTorch {installed.executorch_version()} at {root}")
     for line in found.file_lines() + found.summary():
         print(line)
@@ -173,7 +173,7 @@ def _apply(args: argparse.Namespace) -> int:
 
     signals.raise_on_terminate()
     root = installed.executorch_root()
-    change = installed.apply(root, patched_files(data_root()))
+    change = installed.apply(root, patched_files(data_root(), install=True))
     _print_removals(root, change)
     for rel in change.written:
         print(f"patched {root / rel}")
@@ -190,7 +190,7 @@ def _revert(args: argparse.Namespace) -> int:
 
     signals.raise_on_terminate()
     root = installed.executorch_root()
-    change = installed.revert(root, patched_files(data_root()))
+    change = installed.revert(root, patched_files(data_root(), install=True))
     _print_removals(root, change)
     for rel in change.written:
         print(f"restored {root / rel}")

@@ -79,7 +79,7 @@ __all__ = [
 LEGACY_STATE = ".device_guard.json"
 
 # The top-level folders of the targets: each must be imported from the root.
-_TOP_LEVEL = ("exir", "devtools", "backends")
+_TOP_LEVEL = ("exir", "devtools", "backends", "extension", "runtime")
 
 
 class FileState(enum.Enum):
@@ -88,6 +88,11 @@ class FileState(enum.Enum):
     UNKNOWN = "unknown"
     MISSING = "missing"
     NOT_SHIPPED = "not shipped"
+    NOT_FOR_RELEASE = "not for this release"
+
+
+# The states whose files apply, revert and the overlays leave alone.
+LEFT_ALONE = (FileState.NOT_SHIPPED, FileState.NOT_FOR_RELEASE)
 
 
 def _search_path() -> List[str]:
@@ -284,19 +289,33 @@ def read_text(path: Path) -> Optional[str]:
         return None
 
 
+def _distribution_of(root: Path) -> Optional[importlib.metadata.Distribution]:
+    """The installed distribution, if its package folder is ``root``."""
+    dist = _distribution()
+    if dist is None or os.path.realpath(
+        dist.locate_file("executorch")
+    ) != os.path.realpath(root):
+        return None
+    return dist
+
+
 def shipped(root: Path) -> Optional[FrozenSet[str]]:
     """The files in the package folder ``root`` (relative to it) that the
     installed distribution's RECORD lists; None where no RECORD describes
     ``root``, and then every target counts as shipped."""
-    dist = _distribution()
+    dist = _distribution_of(root)
     files = _files(dist) if dist is not None else None
-    if files is None or os.path.realpath(
-        dist.locate_file("executorch")  # type: ignore[union-attr]
-    ) != os.path.realpath(root):
+    if files is None:
         return None
     return frozenset(
         "/".join(f.parts[1:]) for f in files if f.parts[:1] == ("executorch",)
     )
+
+
+def release(root: Path) -> Optional[str]:
+    """The version of the distribution whose package folder is ``root``."""
+    dist = _distribution_of(root)
+    return dist.version if dist is not None else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -320,8 +339,14 @@ def inspect(
     rel: str,
     patches: List[FilePatch],
     listed: Optional[FrozenSet[str]] = None,
+    version: Optional[str] = None,
 ) -> Inspection:
-    """One target's state; ``listed``: the files the RECORD lists (``shipped``)."""
+    """One target's state; ``listed``: the files the RECORD lists (``shipped``),
+    ``version``: the release's (``release``)."""
+    if not patches[0].for_release(version):
+        first, last = patches[0].releases or ("", "")
+        why = f"its backport is for ExecuTorch {first} to {last}: left alone"
+        return Inspection(FileState.NOT_FOR_RELEASE, why)
     if listed is not None and rel not in listed:
         try:
             there = package.read(rel) is not None
@@ -401,7 +426,7 @@ class Survey:
 
     def shipped(self) -> int:
         """How many targets this release ships."""
-        return len(self.files) - self.count(FileState.NOT_SHIPPED)
+        return len(self.files) - sum(self.count(state) for state in LEFT_ALONE)
 
     def stale(self) -> List[str]:
         return [path for b in self.bytecode.values() for path in b.stale]
@@ -413,6 +438,7 @@ class Survey:
         """One line per target: its state, and why when it is unknown or
         Python would not run it as it is."""
         lines = []
+        width = max((len(i.state.value) for i in self.files.values()), default=0)
         for rel, inspection in self.files.items():
             notes = [f"form: {inspection.form}"] if inspection.form else []
             notes += [inspection.reason] if inspection.reason else []
@@ -423,7 +449,7 @@ class Survey:
                 for path in found.stale
             ]
             why = f" ({'; '.join(notes)})" if notes else ""
-            lines.append(f"  {inspection.state.value:8} {rel}{why}")
+            lines.append(f"  {inspection.state.value:{width}} {rel}{why}")
         return lines
 
     def summary(self) -> List[str]:
@@ -487,9 +513,11 @@ def _survey(
     package: Package,
     targets: Dict[str, List[FilePatch]],
     listed: Optional[FrozenSet[str]],
+    version: Optional[str] = None,
 ) -> Survey:
     files = {
-        rel: inspect(package, rel, patches, listed) for rel, patches in targets.items()
+        rel: inspect(package, rel, patches, listed, version)
+        for rel, patches in targets.items()
     }
     legacy = package.is_file(LEGACY_STATE)
     cached = {
@@ -575,7 +603,7 @@ def survey(
     running ``apply`` or ``revert`` to finish first (a shared lock)."""
     listed = shipped(root)
     with _locked(root, waiting or _say_waiting, shared=True) as package:
-        return _survey(package, targets, listed)
+        return _survey(package, targets, listed, release(root))
 
 
 def status(root: Path, targets: Dict[str, List[FilePatch]]) -> Dict[str, FileState]:
@@ -629,7 +657,7 @@ def _change(
     faults.check()
     listed = shipped(root)
     with _locked(root, waiting) as package:
-        found = _survey(package, targets, listed)
+        found = _survey(package, targets, listed, release(root))
         bad = [
             i.describe(root / rel)
             for rel, i in found.files.items()

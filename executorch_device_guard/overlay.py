@@ -44,12 +44,12 @@ def inspect_targets(
     installed: Path, targets: Dict[str, List[FilePatch]]
 ) -> Dict[str, Inspection]:
     """Each target's state and bytes; GuardError unless every one is stock,
-    patched or not shipped."""
+    patched or left alone on this release."""
     found = _installed.survey(installed, targets).files
     bad = [
         i.describe(installed / rel)
         for rel, i in found.items()
-        if i.state not in (FileState.STOCK, FileState.PATCHED, FileState.NOT_SHIPPED)
+        if i.state not in (FileState.STOCK, FileState.PATCHED, *_installed.LEFT_ALONE)
     ]
     if bad:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
@@ -77,7 +77,7 @@ def build_overlay(
         found = inspect_targets(installed, targets)
     files: Dict[Path, bytes] = {}
     for rel, inspection in found.items():
-        if inspection.state is FileState.NOT_SHIPPED:
+        if inspection.state in _installed.LEFT_ALONE:
             continue
         is_stock = inspection.state is FileState.STOCK
         stock = inspection.data if is_stock else inspection.other

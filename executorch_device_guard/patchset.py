@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import email
-import functools
 import email.policy
+import functools
 import re
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -45,6 +45,17 @@ class Hunk:
 class FilePatch:
     path: str
     hunks: Tuple[Hunk, ...]
+    # A backport-only change's releases, (first, last) as "1.0.0"; None for
+    # every release that ships the file (see read_series).
+    releases: Optional[Tuple[str, str]] = None
+
+    def for_release(self, version: Optional[str]) -> bool:
+        """Whether this change is for ExecuTorch ``version`` (True when the
+        version is unknown: the file's text decides)."""
+        if self.releases is None or version is None:
+            return True
+        first, last = (_release_key(v) for v in self.releases)
+        return first <= _release_key(version) <= last
 
     def apply(self, text: str, reverse: bool = False) -> str:
         """Returns ``text`` with every hunk applied, or raises PatchError."""
@@ -65,6 +76,14 @@ class FilePatch:
             lines[at : at + len(old)] = new
             offset += len(new) - len(old) + (at - expected)
         return "".join(lines)
+
+
+def _release_key(version: str) -> Tuple[int, ...]:
+    """(major, minor, patch) of "1.4.1", "1.5.0.dev20260801+cpu" and the like."""
+    match = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
+    if match is None:
+        raise PatchError(f"not a release version: {version!r}")
+    return tuple(int(part or 0) for part in match.groups())
 
 
 def _find_block(lines: List[str], block: Tuple[str, ...], near: int) -> Optional[int]:
@@ -128,10 +147,14 @@ def parse_diff(diff: str) -> List[FilePatch]:
 
 @dataclasses.dataclass(frozen=True)
 class SeriesEntry:
-    """One commit of the upstream change: a patch plus the files it adds."""
+    """One commit of the upstream change: a patch plus the files it adds; or
+    a backport-only change, perhaps for some releases only."""
 
     patch_path: Path
     new_files: Tuple[str, ...]
+    releases: Optional[Tuple[str, str]] = None
+    # An upstream fix beside the guard, which apply and run do not install.
+    upstream_only: bool = False
 
     @property
     def message(self) -> email.message.EmailMessage:
@@ -151,16 +174,48 @@ class SeriesEntry:
 
     @property
     def file_patches(self) -> List[FilePatch]:
-        return parse_diff(self.diff)
+        return [
+            dataclasses.replace(file_patch, releases=self.releases)
+            for file_patch in parse_diff(self.diff)
+        ]
 
 
-def read_series(root: Path) -> List[SeriesEntry]:
-    """Reads ``patches/series``: a patch name, then the new files it adds."""
+def read_series(root: Path, install: bool = False) -> List[SeriesEntry]:
+    """The upstream series, ``patches/series``: per line a patch name, the
+    new files it adds, and ``upstream-only`` for a fix beside the guard.
+
+    With ``install``, what ``apply`` and ``run`` install instead: the series
+    less its ``upstream-only`` commits, then ``patches/backports/series``,
+    changes not for upstream (``export`` leaves them out), each a patch name
+    and, if it is for those releases only, ``releases=FIRST-LAST``.
+    """
+    series = _read_list(root / "patches")
+    if not install:
+        return series
+    kept = [entry for entry in series if not entry.upstream_only]
+    return kept + _read_list(root / "patches" / BACKPORTS)
+
+
+def _read_list(folder: Path) -> List[SeriesEntry]:
     entries = []
-    for raw in (root / "patches" / "series").read_text(encoding="utf-8").splitlines():
-        line = raw.split("#", 1)[0].split()
-        if line:
-            entries.append(SeriesEntry(root / "patches" / line[0], tuple(line[1:])))
+    path = folder / "series"
+    if not path.is_file() and folder.name == BACKPORTS:
+        return entries
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        name, *words = raw.split("#", 1)[0].split() or [""]
+        if not name:
+            continue
+        releases = next((w for w in words if w.startswith("releases=")), None)
+        if releases is not None:
+            first, _, last = releases[len("releases=") :].partition("-")
+        entries.append(
+            SeriesEntry(
+                folder / name,
+                tuple(w for w in words if w != "upstream-only" and w != releases),
+                (first, last or first) if releases is not None else None,
+                "upstream-only" in words,
+            )
+        )
     return entries
 
 
@@ -170,7 +225,7 @@ def is_test(path: str) -> bool:
 
 
 def patched_files(
-    root: Path, build_files: bool = False, tests: bool = False
+    root: Path, build_files: bool = False, tests: bool = False, install: bool = False
 ) -> Dict[str, List[FilePatch]]:
     """Each existing ExecuTorch file the series edits, with its patches in order.
 
@@ -178,10 +233,11 @@ def patched_files(
     ``build_files`` (every file). The build files the series edits (BUCK,
     targets.bzl, pytest.ini) are in ExecuTorch's source tree, never in an
     installed package; test modules are, but the guard does not need them. So
-    ``apply``, ``status`` and the overlays take the default: the guarded code.
+    ``apply``, ``status`` and the overlays take the default: the guarded code,
+    as ``install`` reads the series (``read_series``).
     """
     result: Dict[str, List[FilePatch]] = {}
-    for entry in read_series(root):
+    for entry in read_series(root, install=install):
         for file_patch in entry.file_patches:
             path = file_patch.path
             if build_files or (path.endswith(".py") and (tests or not is_test(path))):

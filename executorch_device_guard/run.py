@@ -118,7 +118,7 @@ def run_command(command: List[str], root: Path) -> int:
         # the installed ExecuTorch, which executorch_root would refuse).
         return _run(command, dict(os.environ))
     installed = executorch_root()
-    targets = patched_files(root)
+    targets = patched_files(root, install=True)
     found = inspect_targets(installed, targets)
     folder = tempdirs.make("device-guard-run-")
     try:

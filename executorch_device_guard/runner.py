@@ -238,9 +238,11 @@ class Emitters:
         root: Optional[Path] = None,
         warm: Optional[bool] = None,
         preload: Sequence[str] = EXPORT_PRELOAD,
+        upstream: bool = False,
     ) -> None:
         installed = executorch_root()
-        targets = patched_files(root or data_root())
+        # What apply installs; with ``upstream``, the upstream series instead.
+        targets = patched_files(root or data_root(), install=not upstream)
         found = inspect_targets(installed, targets)
         self._closing = False
         self._parents: Dict[str, Optional[warm.WarmParent]] = {}

@@ -195,17 +195,30 @@ def forms(git_dir: str) -> Dict[str, str]:
     """File name in patches/backports -> its text."""
     order = release_tags(git_dir)
     files: Dict[str, List[str]] = collections.defaultdict(list)
-    for rel, patches in patched_files(REPO).items():
+    for rel, patches in patched_files(REPO, install=True).items():
         by_text: Dict[str, List[str]] = {}
         for tag in order:
+            if not patches[0].for_release(tag[1:]):
+                continue  # a backport-only change for other releases
             text = show(git_dir, tag, rel)
             if text is None or fits(text, patches):
                 continue  # not in that release, or the series fits it
             if fits(text, patches, reverse=True):
                 raise NoPlace(f"{rel} at {tag} already holds the series' change")
             by_text.setdefault(text, []).append(tag)
+        # Releases whose backports hold the same lines share one: a hunk goes
+        # where its lines are, whatever their numbers.
+        by_lines: Dict[tuple, Tuple[str, List[str]]] = {}
         for text, tags in by_text.items():
             diff = backport(rel, text, patches)
+            (form,) = parse_diff(diff)
+            key = tuple((h.old_lines, h.new_lines) for h in form.hunks)
+            shared, earlier = by_lines.setdefault(key, (diff, []))
+            if not fits(text, parse_diff(shared)):
+                raise NoPlace(f"{rel}: a shared backport does not fit {tags[0]}")
+            earlier.extend(tags)
+        for diff, tags in by_lines.values():
+            tags.sort(key=order.index)
             files[_name(tags, order)].append(diff)
             print(f"{rel}: backport for {', '.join(tags)}", file=sys.stderr)
     result = {}

@@ -40,12 +40,20 @@ def main(git_dir: str, refs: list) -> int:
             (t for t in tags if re.fullmatch(r"v1\.\d+\.\d+", t)),
             key=lambda t: tuple(map(int, t[1:].split("."))),
         ) + ["main"]
-    targets = patched_files(data_root(), build_files=True)
+    targets = patched_files(data_root(), build_files=True, install=True)
     print("| ref | " + " | ".join(f"`{p}`" for p in targets) + " |")
     print("|---" * (len(targets) + 1) + "|")
     for ref in refs:
         cells = []
+        version = subprocess.run(
+            ["git", "--git-dir", git_dir, "show", f"{ref}:version.txt"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         for rel, patches in targets.items():
+            if version and not patches[0].for_release(version):
+                cells.append("not for this release")
+                continue
             show = subprocess.run(
                 ["git", "--git-dir", git_dir, "show", f"{ref}:{rel}"],
                 capture_output=True,

@@ -25,7 +25,8 @@ HEADER = """\
 # The upstream change, one commit per line, applied in order. Each line names
 # a `git format-patch` file that edits existing ExecuTorch files, then the new
 # files (kept in this repository at their ExecuTorch paths) that the commit
-# adds. Each commit stands on its own: 0002-0005 do not need 0001.
+# adds, and `upstream-only` for a fix beside the guard that `apply` and `run`
+# do not install. Each commit stands on its own: none needs another.
 # Written by scripts/import_series.py.
 """
 
@@ -39,9 +40,23 @@ def git(checkout: Path, *args: str) -> str:
     ).stdout
 
 
+def _flags(series: Path) -> dict:
+    """Subject part of each patch name -> the flags its line had (e.g.
+    ``upstream-only``), which a rewrite keeps."""
+    flags = {}
+    if series.is_file():
+        for raw in series.read_text().splitlines():
+            words = raw.split("#", 1)[0].split()
+            if words:
+                kept = [w for w in words[1:] if w == "upstream-only"]
+                flags[words[0].split("-", 1)[1]] = kept
+    return flags
+
+
 def main(checkout: Path, base: str) -> int:
     commits = git(checkout, "rev-list", "--reverse", f"{base}..HEAD").split()
     patches = REPO / "patches"
+    flags = _flags(patches / "series")
     for old in patches.glob("*.patch"):
         old.unlink()
     lines: List[str] = []
@@ -88,7 +103,9 @@ def main(checkout: Path, base: str) -> int:
                     capture_output=True,
                 ).stdout
             )
-        lines.append(" ".join([path.name, *added]))
+        lines.append(
+            " ".join([path.name, *added, *flags.get(path.name.split("-", 1)[1], [])])
+        )
     (patches / "series").write_text(HEADER + "\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

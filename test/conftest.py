@@ -17,5 +17,6 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="session")
 def emitters() -> Iterator[Emitters]:
     """Stock and patched overlays of the installed ExecuTorch (left untouched)."""
-    with Emitters(REPO) as e:
+    # The upstream series, whose tests run against it (test_failing_first).
+    with Emitters(REPO, upstream=True) as e:
         yield e

@@ -30,13 +30,15 @@ from executorch_device_guard import installed
 from executorch_device_guard.installed import executorch_root, FileState
 from executorch_device_guard.patchset import apply_all, patched_files
 
-# Every target of the series, and those the installed ExecuTorch ships.
-ALL_TARGETS = patched_files(REPO)
+# Every target of the series, and those the installed ExecuTorch ships and
+# that are for its release.
+ALL_TARGETS = patched_files(REPO, install=True)
 _SHIPPED = installed.shipped(executorch_root())
+_RELEASE = installed.release(executorch_root())
 TARGETS = {
     rel: target
     for rel, target in ALL_TARGETS.items()
-    if _SHIPPED is None or rel in _SHIPPED
+    if (_SHIPPED is None or rel in _SHIPPED) and target[0].for_release(_RELEASE)
 }
 FAULT = "EXECUTORCH_DEVICE_GUARD_TEST_FAULT"
 
