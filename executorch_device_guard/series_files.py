@@ -17,7 +17,7 @@ source tree, against a stock or a patched overlay.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List
 
 from executorch_device_guard import installed
 from executorch_device_guard.installed import FileState
@@ -67,3 +67,19 @@ def write_tree(files: Dict[str, str], dest: Path) -> Path:
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         (dest / rel).write_text(text, encoding="utf-8")
     return dest
+
+
+# Upstream's GPU tests: they need CUDA (gpu/ runs them on a GPU).
+GPU_TESTS = "backends/cuda/tests/"
+
+
+def series_test_modules(root: Path, installed_root: Path, gpu: bool = False) -> List[str]:
+    """The series' test modules, new and edited, that the installed release
+    can collect (it ships their backend): those that run on CPU, or with
+    ``gpu`` those that need a GPU."""
+    return [
+        rel
+        for rel in upstream_tests(root, installed_root)
+        if (installed_root / Path(rel).parent.parent).is_dir()
+        and rel.startswith(GPU_TESTS) == gpu
+    ]

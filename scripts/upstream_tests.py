@@ -4,7 +4,7 @@
 # This source code is licensed under the BSD-style license found in the
 # LICENSE file in the root directory of this source tree.
 
-"""The series' new upstream test modules, stock versus patched, per module.
+"""The series' upstream test modules, stock versus patched, per module.
 
     PYTHON scripts/upstream_tests.py [OUT.txt]
 
@@ -30,18 +30,16 @@ from executorch_device_guard.installed import (  # noqa: E402
     executorch_root,
     executorch_version,
 )
-from executorch_device_guard.patchset import read_series  # noqa: E402
 from executorch_device_guard.runner import Emitters  # noqa: E402
-from executorch_device_guard.series_files import new_files, write_tree  # noqa: E402
+from executorch_device_guard.series_files import (  # noqa: E402
+    series_test_modules,
+    upstream_tests,
+    write_tree,
+)
 
-# A module whose backend the installed release does not ship (MPS in 1.5.x)
-# cannot be collected there.
-MODULES = [
-    f
-    for entry in read_series(REPO)
-    for f in entry.new_files
-    if (executorch_root() / Path(f).parent.parent).is_dir()
-]
+# The series' test modules that run on CPU and whose backend the installed
+# release ships.
+MODULES = series_test_modules(REPO, executorch_root())
 
 
 def counts(stdout: str) -> dict:
@@ -62,8 +60,8 @@ def main(out: Path = None) -> int:
 
     args = ["-m", "pytest", "-v", "-p", "no:cacheprovider", *MODULES]
     results = {}
-    with tempfile.TemporaryDirectory() as tmp, Emitters(REPO, warm=False) as e:
-        tree = write_tree(new_files(REPO), Path(tmp))
+    with tempfile.TemporaryDirectory() as tmp, Emitters(REPO, warm=False, upstream=True) as e:
+        tree = write_tree(upstream_tests(REPO, executorch_root()), Path(tmp))
         for emitter in ("stock", "patched"):
             results[emitter] = e.run(emitter, args, cwd=tree, timeout=3600)
     print(

@@ -7,11 +7,37 @@
 # pyre-unsafe
 
 import unittest
+from unittest import mock
 
 import torch
 from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
+from executorch.backends.vulkan.serialization.vulkan_graph_builder import VkGraphBuilder
 from executorch.exir import to_edge_transform_and_lower
 from torch.export import export
+
+
+class _DeviceStorage(torch.UntypedStorage):
+    """Readable host memory whose storage reports another device.
+
+    The delegate must refuse a device's memory before reading it from the
+    host. These bytes stay readable, so code that reads them without checking
+    the device serializes them, and the test fails instead of crashing.
+    """
+
+    claimed_device: torch.device
+
+    @property
+    def device(self) -> torch.device:
+        return self.claimed_device
+
+
+def _claim_device(tensor: torch.Tensor, device: str) -> torch.Tensor:
+    storage = _DeviceStorage(tensor.untyped_storage().nbytes())
+    storage.claimed_device = torch.device(device)
+    storage.copy_(tensor.untyped_storage())
+    return torch.empty(0, dtype=tensor.dtype).set_(
+        storage, tensor.storage_offset(), tensor.size(), tensor.stride()
+    )
 
 
 class LinearReLU(torch.nn.Module):
@@ -24,6 +50,26 @@ class LinearReLU(torch.nn.Module):
 
 
 class TestVulkanDeviceConstants(unittest.TestCase):
+    def test_weight_on_cuda_raises(self) -> None:
+        program = export(LinearReLU().eval(), (torch.ones(2, 4),), strict=True)
+        get_param_tensor = VkGraphBuilder.get_param_tensor
+
+        def fetch_on_cuda(builder, node):
+            # The weight as the delegate fetches it, after the lowering's copies.
+            weight = _claim_device(get_param_tensor(builder, node), "cuda:0")
+            self.assertEqual(str(weight.untyped_storage().device), "cuda:0")
+            return weight
+
+        with mock.patch.object(VkGraphBuilder, "get_param_tensor", fetch_on_cuda):
+            with self.assertRaises(RuntimeError) as context:
+                to_edge_transform_and_lower(program, partitioner=[VulkanPartitioner()])
+        self.assertEqual(
+            str(context.exception),
+            "Constant tensor data for 'linear.weight' is on device cuda:0, but the "
+            "Vulkan delegate serializes constant data from CPU memory. Move the "
+            "model to CPU before lowering it to Vulkan.",
+        )
+
     def test_model_on_meta_raises(self) -> None:
         # A meta model takes the path of a CUDA model, on every build: the
         # delegate must refuse its weights rather than read them from the host.

@@ -19,22 +19,18 @@ from executorch.exir import to_edge
 from parameterized import parameterized
 from torch.export import export
 
-# cuda and mps need no hardware (see _DeviceStorage); meta is a real device
-# without data, and gets its own advice.
-DEVICES = [
-    ("cuda:0", "Move it to CPU (e.g. with tensor.cpu()) first."),
-    ("mps:0", "Move it to CPU (e.g. with tensor.cpu()) first."),
-    ("meta", "A meta tensor has no data: compute it on CPU."),
-]
+# Storages that report an accelerator over host memory (see _DeviceStorage).
+DEVICES = [("cuda:0",), ("mps:0",)]
 
 
 class _DeviceStorage(torch.UntypedStorage):
     """Readable host memory whose storage reports another device.
 
-    A real accelerator's memory cannot be read from the host: the bundled
-    program must refuse it before reading. This storage keeps its bytes
-    readable, so code that reads it without checking its device serializes
-    it, and the test fails instead of crashing.
+    MethodTestCase copies a tensor on a device to CPU; a storage still on a
+    device when the bundled program reads it (here, under a CPU tensor) must
+    be refused. These bytes stay readable, so code that reads them without
+    checking the device serializes them, and the test fails instead of
+    crashing.
     """
 
     claimed_device: torch.device
@@ -45,8 +41,6 @@ class _DeviceStorage(torch.UntypedStorage):
 
 
 def _claim_device(tensor: torch.Tensor, device: str) -> torch.Tensor:
-    if device == "meta":
-        return tensor.to("meta")
     storage = _DeviceStorage(tensor.untyped_storage().nbytes())
     storage.claimed_device = torch.device(device)
     storage.copy_(tensor.untyped_storage())
@@ -55,11 +49,11 @@ def _claim_device(tensor: torch.Tensor, device: str) -> torch.Tensor:
     )
 
 
-def _device_error(tensor: str, device: str, advice: str) -> str:
+def _device_error(tensor: str, device: str) -> str:
     return (
         f"Bundled {tensor} of test case 0 of method 'forward' is on device "
         f"{device}, but bundled inputs and expected outputs are serialized from "
-        f"CPU memory. {advice}"
+        "CPU memory. Move it to CPU first."
     )
 
 
@@ -101,22 +95,35 @@ class TestBundleDeviceTensors(unittest.TestCase):
         return moved
 
     @parameterized.expand(DEVICES)
-    def test_expected_output_on_device_raises(self, device: str, advice: str) -> None:
+    def test_expected_output_on_device_raises(self, device: str) -> None:
         bundled = self._bundle([self.input], [self._on_device(self.output, device)])
         with self.assertRaises(RuntimeError) as context:
             serialize_from_bundled_program_to_flatbuffer(bundled)
         self.assertEqual(
-            str(context.exception), _device_error("expected output 0", device, advice)
+            str(context.exception), _device_error("expected output 0", device)
         )
 
     @parameterized.expand(DEVICES)
-    def test_input_on_device_raises(self, device: str, advice: str) -> None:
+    def test_input_on_device_raises(self, device: str) -> None:
         bundled = self._bundle([self._on_device(self.input, device)], [self.output])
         with self.assertRaises(RuntimeError) as context:
             serialize_from_bundled_program_to_flatbuffer(bundled)
-        self.assertEqual(
-            str(context.exception), _device_error("input 0", device, advice)
-        )
+        self.assertEqual(str(context.exception), _device_error("input 0", device))
+
+    @parameterized.expand([("input",), ("expected_output",)])
+    def test_meta_tensor_is_refused(self, which: str) -> None:
+        meta = torch.empty(2, 4, device="meta")
+        inputs = [meta] if which == "input" else [self.input]
+        outputs = [meta] if which == "expected_output" else [self.output]
+        with self.assertRaisesRegex(
+            AssertionError, "is on device meta, which has no data to bundle"
+        ):
+            MethodTestCase(inputs=inputs, expected_outputs=outputs)
+
+    def test_cpu_tensors_are_kept(self) -> None:
+        case = MethodTestCase(inputs=[self.input], expected_outputs=[self.output])
+        self.assertIs(case.inputs[0], self.input)
+        self.assertIs(case.expected_outputs[0], self.output)
 
     def test_cpu_tensors_are_serialized(self) -> None:
         bundled = self._bundle([self.input], [self.output])

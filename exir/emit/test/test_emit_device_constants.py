@@ -10,27 +10,28 @@ import re
 import unittest
 
 import torch
-from executorch.exir import EdgeProgramManager, ExecutorchBackendConfig, to_edge
+from executorch.exir import (
+    EdgeCompileConfig,
+    EdgeProgramManager,
+    ExecutorchBackendConfig,
+    schema,
+    to_edge,
+)
+from executorch.exir.backend.test.device_util import DeviceAwarePartitioner
 from executorch.exir.error import InternalError
 from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
 from parameterized import parameterized
 from torch.export import export
 
-CUDA_ADVICE = (
-    "Move the model to CPU before export, or lower it with a partitioner for "
-    "that device such as CudaPartitioner."
-)
+CUDA_ADVICE = "Move the model to CPU before export, or lower it with CudaPartitioner."
 META_ADVICE = "A meta tensor has no data: load or initialize it on CPU."
 
-# cuda and mps need no accelerator (see _DeviceStorage); meta is a real device
-# without data. Each gets the advice that fits it.
+# cuda, mps and xpu need no accelerator (see _DeviceStorage); meta is a real
+# device without data. Each gets the advice that fits it.
 DEVICES = [
     ("cuda:0", CUDA_ADVICE),
-    (
-        "mps:0",
-        "Move the model to CPU before export, or lower it with a partitioner for "
-        "that device.",
-    ),
+    ("mps:0", "Move the model to CPU before export."),
+    ("xpu:0", "Move the model to CPU before export."),
     ("meta", META_ADVICE),
 ]
 # The stand-in for accelerator memory, and a real device without data.
@@ -96,6 +97,15 @@ class Concat(torch.nn.Module):
 
     def forward(self, x):
         return torch.cat([x, self.empty])
+
+
+class AddWeight(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.arange(4.0).reshape(2, 2))
+
+    def forward(self, x):
+        return torch.add(x, self.weight)
 
 
 class TestEmitDeviceConstants(unittest.TestCase):
@@ -171,6 +181,29 @@ class TestEmitDeviceConstants(unittest.TestCase):
                 model.linear.weight.detach().numpy().tobytes(),
                 model.linear.bias.detach().numpy().tobytes(),
             ],
+        )
+
+    def test_constant_of_device_delegate_is_serialized(self) -> None:
+        # The guard reads the storage's device, not spec.device: a device
+        # delegate's inputs are tagged with its device, constants included,
+        # while their data stays in CPU memory.
+        model = AddWeight()
+        edge = to_edge(
+            export(model.eval(), (torch.ones(2, 2),), strict=True),
+            compile_config=EdgeCompileConfig(_check_ir_validity=False),
+        )
+        et_prog = edge.to_backend(DeviceAwarePartitioner("cuda:0")).to_executorch(
+            ExecutorchBackendConfig(enable_non_cpu_memory_planning=False)
+        )
+        (weight,) = [
+            node
+            for node in et_prog.exported_program().graph.nodes
+            if node.name == "p_weight"
+        ]
+        self.assertEqual(weight.meta["spec"].device, schema.DeviceType.CUDA)
+        self.assertEqual(
+            [b.storage for b in et_prog.executorch_program.constant_buffer[1:]],
+            [model.weight.detach().numpy().tobytes()],
         )
 
     @parameterized.expand(CUDA_AND_META)
