@@ -15,12 +15,19 @@ host: an unguarded read kills the process with SIGSEGV exactly as on a real
 GPU, and a guarded one raises an error naming the device (exit code 1).
 """
 
+import ctypes
+import math
 import sys
 from typing import Callable, Dict
 
 import torch
-from executorch_device_guard.fake_device import keep_device_claims, on_device
+from executorch_device_guard.fake_device import (
+    keep_device_claims,
+    NoAccessMemory,
+    on_device,
+)
 from torch.export import export
+from torch.utils._mode_utils import no_dispatch
 
 DEVICE = "cuda:0"
 
@@ -134,6 +141,45 @@ def mps_weight() -> None:
     _lower(MPSPartitioner([CompileSpec("use_fp16", bytes([False]))]))
 
 
+class _DispatchesOnDevice(torch.Tensor):
+    """A tensor that dispatches as DEVICE: an operator without a kernel for
+    DEVICE runs its CompositeExplicitAutograd kernel on the tensor's memory."""
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        if func is torch.ops.prim.device.default:
+            return torch.device(DEVICE)
+        with no_dispatch():
+            return func(*args, **(kwargs or {}))
+
+
+def on_device_memory(*size: int) -> torch.Tensor:
+    """A float tensor that dispatches as DEVICE, its data in no-access memory."""
+    nbytes = math.prod(size) * 4
+    memory = NoAccessMemory(nbytes + 4096)
+    host = torch.frombuffer(
+        (ctypes.c_char * nbytes).from_address(memory.address), dtype=torch.float32
+    ).view(size)
+    tensor = torch.Tensor._make_subclass(
+        _DispatchesOnDevice,
+        host,
+        False,
+        dispatch_device=True,
+        device_for_backend_keys=torch.device(DEVICE),
+    )
+    tensor.memory = memory
+    return tensor
+
+
+def custom_op_update_cache() -> None:
+    # The other custom ops allocate with their inputs' device on the way (no
+    # CUDA kernels here): gpu/ shows their reads on a GPU.
+    from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
+
+    value, cache = on_device_memory(1, 1, 8, 4), on_device_memory(1, 10, 8, 4)
+    torch.ops.llama.update_cache(value, cache, 0)
+
+
 PROBES: Dict[str, Callable[[], None]] = {
     f.__name__: f
     for f in (
@@ -145,6 +191,7 @@ PROBES: Dict[str, Callable[[], None]] = {
         xnnpack_weight,
         vulkan_weight,
         mps_weight,
+        custom_op_update_cache,
     )
 }
 

@@ -18,9 +18,10 @@ read. The wheels are kept in ``.releases/`` between runs.
   pins (a CUDA build of several GB): the exports on 1.0.0 are in
   scripts/release_matrix.py's record (docs/releases.md).
 - 1.4.1, the newest release that ships the MPS backend, pins torch>=2.13.0a0:
-  the environment's torch 2.13.0 is that. The MPS commit's upstream test
-  fails as a test on stock and passes patched; the MPS crash probe dies with
-  SIGSEGV at the read on stock and raises the clear error patched.
+  the environment's torch 2.13.0 is that. The MPS and runtime-input
+  backports' tests fail as tests on stock and pass patched; the MPS crash
+  probe dies with SIGSEGV at the read on stock and raises the clear error
+  patched.
 
 1.5.1 is the environment's own release (the other tests); here it is also
 checked that a target its RECORD does not list is left alone.
@@ -44,12 +45,16 @@ from sites import cli, FAULT, make_site, one_line_error, snapshot
 WHEELS = REPO / ".releases"  # not .whl/, which gpu/ installs whole
 MPS = "backends/apple/mps/operators/node_visitor.py"
 VULKAN = "backends/vulkan/serialization/vulkan_graph_builder.py"
+RUNTIME = "extension/pybindings/portable_lib.py"
 FORMS_1_0_0 = {
     "exir/emit/_emitter.py": "upstream",
+    "devtools/bundled_program/config.py": "upstream",
     "devtools/bundled_program/core.py": "upstream",
     "backends/xnnpack/operators/node_visitor.py": "upstream",
     VULKAN: "v1.0.0-v1.1.0",
+    "extension/llm/custom_ops/custom_ops.py": "v1.0.0-v1.4.1",
     MPS: "upstream",
+    RUNTIME: "upstream",
 }
 
 
@@ -110,7 +115,9 @@ def status_lines(site: Path) -> Dict[str, str]:
     found = {}
     for line in result.stdout.splitlines()[1:]:
         m = re.fullmatch(
-            r"  (stock|patched|unknown|missing|not shipped) +(\S+)(.*)", line
+            r"  (stock|patched|unknown|missing|not shipped|not for this release) +"
+            r"(\S+)(.*)",
+            line,
         )
         if m:
             found[m.group(2)] = (m.group(1) + m.group(3)).strip()
@@ -160,12 +167,12 @@ def test_1_0_0_interrupted_apply_leaves_whole_files(v1_0_0: Path) -> None:
     """A kill between files of the backport form: each file whole, status
     says which, apply finishes, revert restores every byte."""
     before = hashes(v1_0_0)
-    # Three write steps per file: step 10 is the fourth's, the Vulkan builder.
-    killed = cli(v1_0_0, "apply", env={FAULT: "step:10:KILL"})
+    # Three write steps per file: step 13 is the fifth's, the Vulkan builder.
+    killed = cli(v1_0_0, "apply", env={FAULT: "step:13:KILL"})
     assert killed.returncode == -signal.SIGKILL
     lines = status_lines(v1_0_0)
     states = [lines[rel].split()[0] for rel in FORMS_1_0_0]
-    assert states == ["patched"] * 3 + ["stock"] * 2, lines
+    assert states == ["patched"] * 4 + ["stock"] * 4, lines
     assert lines[VULKAN] == "stock (form: v1.0.0-v1.1.0)"
     assert cli(v1_0_0, "apply").returncode == 0
     assert cli(v1_0_0, "revert").returncode == 0
@@ -222,6 +229,20 @@ def test_1_5_1_not_shipped_without_a_file(tmp_path: Path) -> None:
     assert status_lines(site)[MPS] == "not shipped"
 
 
+def test_1_5_1_backport_for_older_releases_is_left_alone(tmp_path: Path) -> None:
+    site = make_site(tmp_path / "site")
+    before = snapshot(tmp_path)
+    assert status_lines(site)[RUNTIME] == (
+        "not for this release (its backport is for ExecuTorch 1.0.0 to 1.4.1: "
+        "left alone)"
+    )
+    applied = cli(site, "apply")
+    assert applied.returncode == 0, applied.stderr
+    assert RUNTIME not in applied.stdout
+    assert cli(site, "revert").returncode == 0
+    assert snapshot(tmp_path) == before
+
+
 def test_1_5_1_deleted_file_that_record_lists_is_refused(tmp_path: Path) -> None:
     site = make_site(tmp_path / "site")
     record = next(site.glob("*.dist-info")) / "RECORD"
@@ -231,8 +252,8 @@ def test_1_5_1_deleted_file_that_record_lists_is_refused(tmp_path: Path) -> None
     assert snapshot(tmp_path) == before
 
 
-def _upstream_mps_test(site: Path, tmp_path: Path, patched: bool):
-    test = REPO / "backends/apple/mps/test/test_mps_device_constants.py"
+def _backport_test(name: str, site: Path, tmp_path: Path, patched: bool):
+    test = REPO / "test" / "backports" / name
     cmd = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", str(test)]
     if patched:
         cmd = [sys.executable, "-m", "executorch_device_guard", "run", "--", *cmd]
@@ -246,7 +267,7 @@ def test_1_4_1_mps_test_fails_as_a_test_on_stock_and_passes_patched(
     v1_4_1: Path, tmp_path: Path
 ) -> None:
     before = hashes(v1_4_1)
-    stock = _upstream_mps_test(v1_4_1, tmp_path, patched=False)
+    stock = _backport_test("mps_device_constants.py", v1_4_1, tmp_path, patched=False)
     assert "Fatal Python error" not in stock.stdout + stock.stderr
     assert stock.returncode == 1, stock.stdout + stock.stderr
     outcomes = dict(re.findall(r"::(\w+) (PASSED|FAILED)", stock.stdout))
@@ -256,7 +277,26 @@ def test_1_4_1_mps_test_fails_as_a_test_on_stock_and_passes_patched(
         "test_parameter_on_meta_raises": "FAILED",
     }
     assert stock.stdout.count("ValueError: NULL pointer access") >= 2
-    patched = _upstream_mps_test(v1_4_1, tmp_path, patched=True)
+    patched = _backport_test("mps_device_constants.py", v1_4_1, tmp_path, patched=True)
+    assert patched.returncode == 0, patched.stdout + patched.stderr
+    assert patched.stdout.count(" PASSED") == 3
+    assert hashes(v1_4_1) == before
+
+
+def test_1_4_1_runtime_test_fails_as_a_test_on_stock_and_passes_patched(
+    v1_4_1: Path, tmp_path: Path
+) -> None:
+    before = hashes(v1_4_1)
+    stock = _backport_test("runtime_inputs.py", v1_4_1, tmp_path, patched=False)
+    assert "Fatal Python error" not in stock.stdout + stock.stderr
+    assert stock.returncode == 1, stock.stdout + stock.stderr
+    outcomes = dict(re.findall(r"::(\w+) (PASSED|FAILED)", stock.stdout))
+    assert outcomes == {
+        "test_cpu_input_runs": "PASSED",
+        "test_method_input_on_device_raises": "FAILED",
+        "test_module_input_on_device_raises": "FAILED",
+    }
+    patched = _backport_test("runtime_inputs.py", v1_4_1, tmp_path, patched=True)
     assert patched.returncode == 0, patched.stdout + patched.stderr
     assert patched.stdout.count(" PASSED") == 3
     assert hashes(v1_4_1) == before
@@ -284,9 +324,10 @@ def test_1_4_1_mps_read_crashes_stock_and_raises_patched(
 
 
 def test_1_4_1_series_passes_executorch_linters(v1_4_1: Path) -> None:
-    """The MPS commit's files too, which 1.5.1 does not ship."""
+    """The upstream series' files as 1.4.1 ships them; the MPS backport is not
+    among them (it is not for upstream)."""
     script = REPO / "scripts" / "lint_upstream.py"
     result = cli(v1_4_1, str(script), module=False, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert MPS in result.stdout.splitlines()
-    assert "backends/apple/mps/test/test_mps_device_constants.py" in result.stdout
+    assert "exir/emit/_emitter.py" in result.stdout.splitlines()
+    assert MPS not in result.stdout
