@@ -1,8 +1,11 @@
-# Sourced by gpu/run.sh and gpu/check.sh: installs the wheels carried in .whl/
-# into /tmp/site, never into the machine's own Python, and puts it on
+# Sourced by the gpu/ scripts: installs ExecuTorch $ET (default 1.5.1), carried
+# as a wheel in .whl/et<ET without dots>/ with the wheels of .whl/deps/, into
+# /tmp/site-$ET, never into the machine's own Python, and puts it first on
 # PYTHONPATH; creates the output folder $out (default gpu-out).
+ET="${ET:-1.5.1}"
 out="${OUT:-gpu-out}"
 mkdir -p "$out"
+site="/tmp/site-$ET"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-    --upgrade --target /tmp/site .whl/*.whl || exit
-export PYTHONPATH=/tmp/site
+    --upgrade --target "$site" .whl/et"${ET//./}"/*.whl .whl/deps/*.whl || exit
+export PYTHONPATH="$site"

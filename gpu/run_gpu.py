@@ -36,23 +36,22 @@ sys.path.insert(0, str(REPO))
 
 from executorch_device_guard import check  # noqa: E402
 from executorch_device_guard.installed import executorch_root  # noqa: E402
-from executorch_device_guard.patchset import read_series  # noqa: E402
 from executorch_device_guard.runner import Emitters, EMITTERS  # noqa: E402
 from executorch_device_guard.series_files import (  # noqa: E402
+    series_test_modules,
     upstream_tests,
     write_tree,
 )
 
-# Only the modules whose backend the installed release ships (not MPS on 1.5.x).
-UPSTREAM_MODULES = [
-    f
-    for entry in read_series(REPO)
-    for f in entry.new_files
-    if (executorch_root() / Path(f).parent.parent).is_dir()
-]
-# Upstream's CUDA test module, with the test the series adds to it.
-CUDA_MODULE = "backends/cuda/tests/test_cuda_export.py"
-CUDA_TEST = f"{CUDA_MODULE}::TestCudaExport::test_export_without_partitioner_raises"
+# The series' test modules that run on CPU, and its CUDA tests in upstream's
+# GPU folder, among them the one that kills stock: the issue's reproducer.
+UPSTREAM_MODULES = series_test_modules(REPO, executorch_root())
+CUDA_MODULES = series_test_modules(REPO, executorch_root(), gpu=True)
+CUDA_TEST = (
+    "backends/cuda/tests/test_cuda_export.py::TestCudaExport::"
+    "test_export_without_partitioner_raises"
+)
+BUNDLED_TEST = "backends/cuda/tests/test_cuda_bundled_program.py"
 
 # The reproducer of https://github.com/pytorch/executorch/issues/21545, verbatim.
 REPRODUCER = """
@@ -161,7 +160,7 @@ def main(out: Path, steps: List[str]) -> int:
         },
     }
     print(json.dumps(summary, indent=1), flush=True)
-    with Emitters(REPO) as emitters:
+    with Emitters(REPO, upstream=True) as emitters:
         summary["overlays"] = {e: str(p) for e, p in emitters.paths.items()}
 
         # 1. The issue's reproducer, verbatim; then its model through the CPU
@@ -308,10 +307,16 @@ PYTEST_WITH_CACHES = (
 
 def cuda_export(emitters: Emitters, out: Path) -> Dict:
     tree = write_tree(upstream_tests(REPO, executorch_root()), Path(tempfile.mkdtemp()))
+    # Stock without the tests that kill it, each of those alone, and patched
+    # whole.
     runs = {
-        "stock-others": ("stock", [CUDA_MODULE, "--deselect", CUDA_TEST]),
-        "patched-all": ("patched", [CUDA_MODULE]),
+        "stock-others": (
+            "stock",
+            [*CUDA_MODULES, "--deselect", CUDA_TEST, "--deselect", BUNDLED_TEST],
+        ),
+        "patched-all": ("patched", CUDA_MODULES),
         "stock-new-test": ("stock", [CUDA_TEST]),
+        "stock-bundled": ("stock", [BUNDLED_TEST]),
     }
 
     def one(name: str) -> Dict:
@@ -331,7 +336,7 @@ def cuda_export(emitters: Emitters, out: Path) -> Dict:
         print("cuda-export", name, {k: v for k, v in result.items() if k != "outcomes"})
         return result
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(runs)) as pool:
         futures = {name: pool.submit(one, name) for name in runs}
         return {name: future.result() for name, future in futures.items()}
 
