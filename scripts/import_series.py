@@ -8,7 +8,8 @@
 
     python scripts/import_series.py PATH/TO/executorch BASE
 
-Each commit in BASE..HEAD becomes one line of ``patches/series``: a
+Each commit in BASE..HEAD, applied alone onto BASE (each is a pull request of
+its own), becomes one line of ``patches/series``: a
 ``git format-patch`` file holding its message and its edits to existing files,
 then the files it adds, copied here at their ExecuTorch paths. The patch files
 carry no author or date: ``export`` writes the exporter's own identity.
@@ -17,6 +18,7 @@ carry no author or date: ``export`` writes the exporter's own identity.
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import List
 
@@ -53,8 +55,33 @@ def _flags(series: Path) -> dict:
     return flags
 
 
+def _alone(checkout: Path, base: str, commits: List[str]) -> List[str]:
+    """Each commit as it applies alone onto ``base``: each is its own pull
+    request off main, so its diff and index lines are against main."""
+    worktree = Path(tempfile.mkdtemp()) / "alone"
+    git(checkout, "worktree", "add", "-q", "--detach", str(worktree), base)
+    try:
+        alone = []
+        for commit in commits:
+            git(worktree, "reset", "-q", "--hard", base)
+            git(
+                worktree,
+                "-c",
+                "user.name=import",
+                "-c",
+                "user.email=i@i",
+                "cherry-pick",
+                commit,
+            )
+            alone.append(git(worktree, "rev-parse", "HEAD").strip())
+        return alone
+    finally:
+        git(checkout, "worktree", "remove", "--force", str(worktree))
+
+
 def main(checkout: Path, base: str) -> int:
     commits = git(checkout, "rev-list", "--reverse", f"{base}..HEAD").split()
+    commits = _alone(checkout, base, commits)
     patches = REPO / "patches"
     flags = _flags(patches / "series")
     for old in patches.glob("*.patch"):

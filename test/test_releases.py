@@ -48,11 +48,10 @@ VULKAN = "backends/vulkan/serialization/vulkan_graph_builder.py"
 RUNTIME = "extension/pybindings/portable_lib.py"
 FORMS_1_0_0 = {
     "exir/emit/_emitter.py": "upstream",
-    "devtools/bundled_program/config.py": "upstream",
     "devtools/bundled_program/core.py": "upstream",
     "backends/xnnpack/operators/node_visitor.py": "upstream",
     VULKAN: "v1.0.0-v1.1.0",
-    "extension/llm/custom_ops/custom_ops.py": "v1.0.0-v1.4.1",
+    "extension/llm/custom_ops/custom_ops.py": "upstream",
     MPS: "upstream",
     RUNTIME: "upstream",
 }
@@ -167,12 +166,12 @@ def test_1_0_0_interrupted_apply_leaves_whole_files(v1_0_0: Path) -> None:
     """A kill between files of the backport form: each file whole, status
     says which, apply finishes, revert restores every byte."""
     before = hashes(v1_0_0)
-    # Three write steps per file: step 13 is the fifth's, the Vulkan builder.
-    killed = cli(v1_0_0, "apply", env={FAULT: "step:13:KILL"})
+    # Three write steps per file: step 10 is the fourth's, the Vulkan builder.
+    killed = cli(v1_0_0, "apply", env={FAULT: "step:10:KILL"})
     assert killed.returncode == -signal.SIGKILL
     lines = status_lines(v1_0_0)
     states = [lines[rel].split()[0] for rel in FORMS_1_0_0]
-    assert states == ["patched"] * 4 + ["stock"] * 4, lines
+    assert states == ["patched"] * 3 + ["stock"] * 4, lines
     assert lines[VULKAN] == "stock (form: v1.0.0-v1.1.0)"
     assert cli(v1_0_0, "apply").returncode == 0
     assert cli(v1_0_0, "revert").returncode == 0
@@ -280,6 +279,23 @@ def test_1_4_1_mps_test_fails_as_a_test_on_stock_and_passes_patched(
     patched = _backport_test("mps_device_constants.py", v1_4_1, tmp_path, patched=True)
     assert patched.returncode == 0, patched.stdout + patched.stderr
     assert patched.stdout.count(" PASSED") == 3
+    assert hashes(v1_4_1) == before
+
+
+def test_1_4_1_apply_then_revert_is_byte_identical(v1_4_1: Path) -> None:
+    """Every target 1.4.1 ships, the custom ops and the runtime backport among
+    them, each in the form that fits it."""
+    forms = {**FORMS_1_0_0, VULKAN: "upstream"}
+    assert status_lines(v1_4_1) == {
+        rel: f"stock (form: {form})" for rel, form in forms.items()
+    }
+    before = hashes(v1_4_1)
+    applied = cli(v1_4_1, "apply")
+    assert applied.returncode == 0, applied.stderr
+    changed = {k for k, v in hashes(v1_4_1).items() if before.get(k) != v}
+    assert changed == {f"executorch/{rel}" for rel in forms}
+    reverted = cli(v1_4_1, "revert")
+    assert reverted.returncode == 0, reverted.stderr
     assert hashes(v1_4_1) == before
 
 

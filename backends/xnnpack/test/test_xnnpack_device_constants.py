@@ -14,9 +14,6 @@ from executorch.backends.xnnpack.operators import node_visitor
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 from executorch.backends.xnnpack.utils.utils import get_param_tensor
 from executorch.exir import to_edge_transform_and_lower
-from executorch.extension.pybindings.portable_lib import (
-    _load_for_executorch_from_buffer,
-)
 from torch.export import export
 
 
@@ -87,19 +84,3 @@ class TestXnnpackDeviceConstants(unittest.TestCase):
             "XNNPACK serializes constant data from CPU memory. A meta tensor has no "
             "data: load or initialize it on CPU before lowering.",
         )
-
-    def test_cpu_model_lowers(self) -> None:
-        torch.manual_seed(0)
-        model = LinearReLU().eval()
-        x = torch.randn(2, 4)
-        executorch_program = to_edge_transform_and_lower(
-            export(model, (x,), strict=True), partitioner=[XnnpackPartitioner()]
-        ).to_executorch()
-        plan = executorch_program.executorch_program.execution_plan[0]
-        self.assertEqual(
-            [delegate.id for delegate in plan.delegates], ["XnnpackBackend"]
-        )
-        outputs = _load_for_executorch_from_buffer(executorch_program.buffer).forward(
-            (x,)
-        )
-        torch.testing.assert_close(outputs[0], model(x))
