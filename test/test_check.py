@@ -330,7 +330,13 @@ def test_cuda_on_a_machine_without_it_is_refused() -> None:
 
 def test_a_bad_model_is_refused_before_any_export(tmp_path: Path) -> None:
     (tmp_path / "models_here.py").write_text(
-        "import torch\n" "not_a_model = 42\n" "module_only = torch.nn.Linear(2, 2)\n"
+        "import torch\n"
+        "not_a_model = 42\n"
+        "module_only = torch.nn.Linear(2, 2)\n"
+        "def tensor_inputs():\n"
+        "    return torch.nn.Linear(2, 2), torch.ones(1, 2)\n"
+        "def swapped():\n"
+        "    return (torch.ones(1, 2),), torch.nn.Linear(2, 2)\n"
     )
     missing = tmp_path / "missing.py"
     here = tmp_path / "models_here.py"
@@ -344,6 +350,8 @@ def test_a_bad_model_is_refused_before_any_export(tmp_path: Path) -> None:
         ["--fresh", "--model", f"{here}:not_a_model"],
         ["--fresh", "--model", f"{here}:module_only"],
         ["--fresh", "--model", "executorch.examples.models.lstm"],
+        ["--fresh", "--model", f"{here}:tensor_inputs"],
+        ["--fresh", "--model", f"{here}:swapped"],
     )
     assert time.monotonic() - started < 120
     assert_refused(results[0], f"--model {missing}:model: no such file {missing}; ", "")
@@ -373,6 +381,18 @@ def test_a_bad_model_is_refused_before_any_export(tmp_path: Path) -> None:
         "default when no ':attr' is given) is a module, not a model; model "
         "classes in executorch.examples.models.lstm: LSTMModel (give --model "
         "executorch.examples.models.lstm:LSTMModel)",
+    )
+    assert_refused(
+        results[6],
+        f"--model {here}:tensor_inputs: tensor_inputs() returned a tuple "
+        "(Linear, Tensor): its example inputs are a Tensor, not a tuple; return "
+        "(module, (inputs,)), the inputs in a tuple",
+    )
+    assert_refused(
+        results[7],
+        f"--model {here}:swapped: swapped() returned a tuple (tuple, Linear): "
+        "the module comes second; return (module, example_inputs), the module "
+        "first",
     )
 
 
@@ -1403,12 +1423,34 @@ print(f"{time.monotonic() - started:.3f}", "torch" in sys.modules, code)
 """
 
 
+TYPO_MODEL = """
+import torch
+
+
+class Net(torch.nn.Module):
+    def forward(self, x):
+        return x
+
+
+class Eager:
+    def get_eager_model(self):
+        return Net()
+
+    def get_example_inputs(self):
+        return (torch.ones(1),)
+
+
+def make():
+    return Net(), (torch.ones(1),)
+"""
+
+
 def test_mistakes_found_without_torch_are_told_in_under_a_second(
     tmp_path: Path,
 ) -> None:
     """A missing file, a syntax error in the model's file (or in its
-    module's), a package that is not installed: one line, exit 2, torch never
-    imported, in under a second of the tool's own time (about 0.1 s on a
+    module's), a package that is not installed, an attribute its source does
+    not define, a second ':': one line, exit 2, torch never imported, in under a second of the tool's own time (about 0.1 s on a
     quiet 2-core machine)."""
     bad = write_model(tmp_path, "import torch\n\ndef model(:\n    pass\n", "bad.py")
     (tmp_path / "pkg").mkdir()
@@ -1417,6 +1459,9 @@ def test_mistakes_found_without_torch_are_told_in_under_a_second(
     # A namespace package (no __init__.py), as ExecuTorch's top level is.
     (tmp_path / "space" / "inner").mkdir(parents=True)
     (tmp_path / "space" / "inner" / "bad.py").write_text("def f(:\n")
+    # A misspelt attribute, read from the model's source.
+    typo = write_model(tmp_path, TYPO_MODEL, "typo.py")
+    (tmp_path / "pkg" / "typo.py").write_text(TYPO_MODEL)
     cases = [
         (
             f"{bad}:model",
@@ -1441,6 +1486,21 @@ def test_mistakes_found_without_torch_are_told_in_under_a_second(
             "space.inner.bad:m",
             "--model space.inner.bad:m: importing space.inner.bad failed: "
             "SyntaxError: invalid syntax (bad.py, line 1)",
+        ),
+        (
+            f"{typo}:mkae",
+            f"--model {typo}:mkae: {typo} has no attribute 'mkae'; did you mean "
+            f"'make'? (give --model {typo}:make); model classes in {typo}: Eager",
+        ),
+        (
+            f"{typo}::make",
+            f"--model {typo}::make: ':make' after ':' is not a Python name; ",
+        ),
+        (
+            "pkg.typo:mkae",
+            "--model pkg.typo:mkae: pkg.typo has no attribute 'mkae'; did you "
+            "mean 'make'? (give --model pkg.typo:make); model classes in "
+            "pkg.typo: Eager",
         ),
     ]
     env = dict(os.environ, PYTHONPATH=str(REPO))
