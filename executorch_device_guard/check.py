@@ -38,6 +38,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, TextIO, Tuple
@@ -209,10 +210,20 @@ class Row:
         )
 
     @property
+    def refused_by_torch_export(self) -> bool:
+        """Stock and patched fail or crash alike in torch.export, on a model
+        the child exported from CPU: every path but a real CUDA one starts
+        with that same torch.export, so every such row would say the same."""
+        return (
+            self.device != "cuda"
+            and self.fails_before_the_device
+            and all(_step(self.outcomes[e]) == "torch.export" for e in EMITTERS)
+        )
+
+    @property
     def step(self) -> Optional[str]:
         """The step of the export where stock's child failed or crashed."""
-        stock = self.outcomes["stock"]
-        return (stock.result or {}).get("step") or stock.step or None
+        return _step(self.outcomes["stock"])
 
     @property
     def unchecked(self) -> Optional[str]:
@@ -356,6 +367,9 @@ class Verdict:
     # One line instead of the table: every row that ran fails alike before
     # the device (the model does not export), or None.
     alike: Optional[str] = None
+    # Exports of the selection left out: torch.export refused the model on
+    # a row before (run_matrix).
+    left_out: int = 0
 
     @property
     def exit_code(self) -> int:
@@ -405,9 +419,10 @@ class Verdict:
         return out
 
 
-def _alike(rows: List[Row]) -> Optional[str]:
+def _alike(rows: List[Row], left_out: int = 0) -> Optional[str]:
     """One line when every row that ran fails alike before the device, with
-    the same error or signal: the model does not export at all."""
+    the same error or signal: the model does not export at all. ``left_out``
+    exports of the selection were left out after torch.export refused it."""
     ran = [row for row in rows if not row.not_applicable]
     if not ran or not all(row.fails_before_the_device for row in ran):
         return None
@@ -421,27 +436,45 @@ def _alike(rows: List[Row]) -> Optional[str]:
         what = f"{where} {'crashes' if crashed else 'fails'} with"
     else:
         what = f"every export {'crashes' if crashed else 'fails'} with"
+    if left_out:
+        total = left_out + 2 * len(rows)
+        rest = f", so check stopped there ({left_out} of {total} exports left out"
+    else:
+        rest = f" ({len(ran)} row{'s' if len(ran) != 1 else ''} alike"
     return (
         "NO VERDICT: the model does not export with stock or patched "
-        f"ExecuTorch: {what} {errors.pop()}, before anything is on a device "
-        f"({len(ran)} row{'s' if len(ran) != 1 else ''} alike; --verbose shows "
-        "each child's stderr)."
+        f"ExecuTorch: {what} {errors.pop()}, before anything is on a device"
+        f"{rest}; --verbose shows each child's stderr)."
     )
 
 
-def judge(rows: List[Row]) -> Verdict:
+def judge(rows: List[Row], left_out: int = 0) -> Verdict:
+    """What ``rows`` say together; ``left_out`` exports of the selection are
+    not among them (run_matrix stopped after torch.export refused the model)."""
+
     def each(row: Row, items: List[str]) -> List[str]:
         return [f"{row.path} {row.device}: {item}" for item in items]
 
+    skipped = (
+        [
+            f"{left_out} other export{'s' if left_out != 1 else ''}: left out, "
+            "as torch.export refused the model, which every path but real CUDA "
+            "exports alike"
+        ]
+        if left_out
+        else []
+    )
     return Verdict(
-        alike=_alike(rows),
+        alike=_alike(rows, left_out),
+        left_out=left_out,
         problems=[p for row in rows for p in each(row, row.problems)],
         tool_errors=[e for row in rows for e in each(row, row.tool_errors)],
         unchecked=[
             u
             for row in rows
             for u in each(row, [row.unchecked] if row.unchecked else [])
-        ],
+        ]
+        + skipped,
         reached=sum(row.reached for row in rows),
         cpu_same=sum(row.cpu_same for row in rows),
     )
@@ -455,7 +488,12 @@ def run_matrix(
     jobs: int = 2,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> List[Row]:
-    """Runs every (path, device, emitter) child, ``jobs`` at a time.
+    """Runs every (path, device, emitter) child, ``jobs`` at a time, and
+    returns the rows whose stock and patched exports both ran.
+
+    Once a row shows that torch.export refuses the model before anything is
+    on a device (``Row.refused_by_torch_export``), no other export that
+    starts with it is started: they would all say the same.
 
     An interrupt (or any error) here aborts every child at once. Progress
     goes to ``progress``, by default ``sys.stderr`` (which the CLI guards:
@@ -464,11 +502,14 @@ def run_matrix(
     progress = progress or sys.stderr
     runs = [(path, device, e) for path, device in pairs for e in EMITTERS]
     done: Dict[Tuple[str, str, str], Outcome] = {}
+    refused = threading.Event()
 
     threads = max(1, (os.cpu_count() or 1) // jobs)
 
     def one(run: Tuple[str, str, str]) -> None:
         path, device, emitter = run
+        if refused.is_set() and device != "cuda":
+            return
         start = time.monotonic()
         flow = PATHS[path][0]
         done[run] = outcome = emitters.export(
@@ -476,10 +517,15 @@ def run_matrix(
         )
         print(
             f"[{len(done):2}/{len(runs)}] {path:8} {device:12} {emitter:7} "
-            f"{_short(outcome.describe())} ({time.monotonic() - start:.1f} s)",
+            f"{_progress(outcome)} ({time.monotonic() - start:.1f} s)",
             file=progress,
             flush=True,
         )
+        keys = [(path, device, e) for e in EMITTERS]
+        if all(key in done for key in keys):
+            row = Row(path, device, {key[2]: done[key] for key in keys})
+            if row.refused_by_torch_export:
+                refused.set()
 
     print(f"running {len(runs)} exports, {jobs} at a time...", file=progress)
     # The slowest first, so that no long one is left for the end alone.
@@ -496,7 +542,24 @@ def run_matrix(
     return [
         Row(path, device, {e: done[(path, device, e)] for e in EMITTERS})
         for path, device in pairs
+        if all((path, device, e) in done for e in EMITTERS)
     ]
+
+
+def _step(outcome: Outcome) -> Optional[str]:
+    """The step of the export where ``outcome``'s child ended (child.py)."""
+    return (outcome.result or {}).get("step") or outcome.step or None
+
+
+def _progress(outcome: Outcome) -> str:
+    """An export's progress line: a failure in torch.export without its
+    message, which the table or the verdict says once."""
+    if _step(outcome) == "torch.export" and outcome.tool_error is None:
+        if outcome.result is None and outcome.returncode < 0:
+            return f"crashes in torch.export: {outcome.describe()}"
+        if (outcome.result or {}).get("outcome") == "error":
+            return "fails in torch.export"
+    return _short(outcome.describe())
 
 
 def _short(text: str) -> str:

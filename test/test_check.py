@@ -572,12 +572,13 @@ def test_a_model_that_crashes_in_export_is_not_blamed_on_the_patch(
     args = ["--model", f"{crashes}:model", "--paths", "emitter"]
     result = run_check(*args, "--devices", "cpu", "fake:cuda:0")
     assert result.returncode == 3, result.stdout + result.stderr[-3000:]
-    assert result.stdout == (
-        "NO VERDICT: the model does not export with stock or patched "
-        "ExecuTorch: torch.export crashes with SIGSEGV (exit 139), before "
-        "anything is on a device (2 rows alike; --verbose shows each child's "
-        "stderr).\n"
-    )
+    assert re.fullmatch(
+        r"NO VERDICT: the model does not export with stock or patched "
+        r"ExecuTorch: torch\.export crashes with SIGSEGV \(exit 139\), before "
+        r"anything is on a device, so check stopped there \(2 of 4 exports left "
+        r"out; --verbose shows each child's stderr\)\.\n",
+        result.stdout,
+    ), result.stdout
 
 
 NUMPY_AND_RANDOM_WEIGHTS = """
@@ -734,24 +735,26 @@ def test_nothing_checked_is_no_verdict(tmp_path: Path) -> None:
 def test_a_model_that_stock_cannot_export_is_not_blamed_on_the_patch(
     tmp_path: Path,
 ) -> None:
+    """The whole matrix: torch.export fails alike on the first row, before
+    anything is on a device. Every path starts with the same torch.export,
+    so check stops there and says the error once, in one line."""
     branchy = write_model(tmp_path, DATA_DEPENDENT_MODEL, "branchy.py")
-    result = run_check(
-        "--model",
-        f"{branchy}:model",
-        "--paths",
-        "emitter",
-        "--devices",
-        "cpu",
-        "fake:cuda:0",
-    )
+    result = run_check("--model", f"{branchy}:model")
     assert result.returncode == 3, result.stdout + result.stderr[-3000:]
-    # Every row fails alike in torch.export: said once, in one line.
-    assert re.fullmatch(
+    match = re.fullmatch(
         r"NO VERDICT: the model does not export with stock or patched "
-        r"ExecuTorch: torch\.export fails with \w+: .+, before anything is on "
-        r"a device \(2 rows alike; --verbose shows each child's stderr\)\.\n",
+        r"ExecuTorch: torch\.export fails with (\w+: .+), before anything is on "
+        r"a device, so check stopped there \(\d+ of 20 exports left out; "
+        r"--verbose shows each child's stderr\)\.\n",
         result.stdout,
-    ), result.stdout
+    )
+    assert match, result.stdout
+    error = match.group(1)
+    assert "data-dependent" in error, error
+    assert (result.stdout + result.stderr).count(error.split(": ", 1)[1]) == 1
+    progress = [line for line in result.stderr.splitlines() if line.startswith("[")]
+    assert 2 <= len(progress) <= 4, result.stderr
+    assert all(re.search(r" fails in torch\.export \(", line) for line in progress)
 
 
 def test_a_model_built_on_meta_is_refused_before_any_export(tmp_path: Path) -> None:
@@ -1364,6 +1367,41 @@ def test_rows_that_fail_alike_before_the_device_are_said_once() -> None:
     ]
     assert "ExecuTorch: to_edge_transform_and_lower and to_edge fails with " in (
         check.judge(lowering).alike
+    )
+
+
+def test_only_torch_export_refusing_the_model_stops_the_matrix() -> None:
+    """Every path but real CUDA starts with the same torch.export of the
+    model on CPU: when it fails alike there, the other rows would too."""
+
+    def fails(step: str, stage: str = "export") -> Outcome:
+        error = {**export_error("guard", stage, "UserError"), "step": step}
+        return Outcome(1, error, "")
+
+    def row(device: str, stock: Outcome, patched: Outcome) -> Row:
+        return Row("emitter", device, {"stock": stock, "patched": patched})
+
+    export = fails("torch.export")
+    assert row("cpu", export, export).refused_by_torch_export
+    assert row("fake:cuda:0", export, export).refused_by_torch_export
+    crash = Outcome(-11, None, "", stage="export", step="torch.export")
+    assert row("meta", crash, crash).refused_by_torch_export
+    # Real CUDA exports the model from the GPU; lowering is path by path;
+    # a failure of one side only is a verdict.
+    assert not row("cuda", export, export).refused_by_torch_export
+    lowering = fails("to_edge_transform_and_lower")
+    assert not row("cpu", lowering, lowering).refused_by_torch_export
+    assert not row("cpu", export, Ok).refused_by_torch_export
+    # What was left out is said: in the one line, or under NOT CHECKED.
+    alike = check.judge([row("cpu", export, export)], left_out=18)
+    assert alike.exit_code == 3
+    assert "so check stopped there (18 of 20 exports left out;" in alike.alike
+    reached = row("cuda", Outcome(-11, None, ""), Outcome(1, NAMED, ""))
+    mixed = check.judge([row("cpu", export, export), reached], left_out=16)
+    assert mixed.alike is None and mixed.exit_code == 0
+    assert mixed.unchecked[-1] == (
+        "16 other exports: left out, as torch.export refused the model, which "
+        "every path but real CUDA exports alike"
     )
 
 
