@@ -335,7 +335,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--paths",
         nargs="+",
-        choices=["emitter", "xnnpack", "bundled"],
+        choices=["emitter", "xnnpack", "vulkan", "bundled"],
         help="export paths to run (default: all)",
     )
     c.add_argument(

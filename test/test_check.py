@@ -113,7 +113,7 @@ def run_check(
 def test_default_check_json() -> None:
     result = run_check("--json")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "[20/20]" in result.stderr  # progress
+    assert "[24/24]" in result.stderr  # progress
     report = json.loads(result.stdout)
     assert report["ok"] and report["executorch_version"] == "1.5.1"
     # No temporary path (the overlays are deleted on exit).
@@ -127,6 +127,8 @@ def test_default_check_json() -> None:
         ("emitter", "fake:xpu:0"),
         ("xnnpack", "cpu"),
         ("xnnpack", "fake:cuda:0"),
+        ("vulkan", "cpu"),
+        ("vulkan", "fake:cuda:0"),
         ("bundled", "cpu"),
         ("bundled", "meta"),
         ("bundled", "fake:cuda:0"),
@@ -211,6 +213,7 @@ class ConvBatchNorm(EagerModelBase):
 CRASH_SITES = {
     "emitter": r'emit/_emitter\.py", line 460 in _tensor_spec_to_evalue',
     "xnnpack": r'operators/node_visitor\.py", line \d+ in get_serialized_buffer_index',
+    "vulkan": r'vulkan_graph_builder\.py", line \d+ in maybe_add_constant_tensor',
     "bundled": r'bundled_program/core\.py", line \d+ in _emit_bundled_tensor',
 }
 
@@ -223,7 +226,7 @@ def test_batchnorm_model_on_every_path(tmp_path: Path) -> None:
     result = run_check("--model", f"{model_file}:ConvBatchNorm", "--json", "--verbose")
     assert result.returncode == 0, result.stdout + result.stderr[-5000:]
     report = json.loads(result.stdout)
-    assert report["ok"] and len(report["rows"]) == 10
+    assert report["ok"] and len(report["rows"]) == 12
     for row in report["rows"]:
         stock, patched = row["stock"], row["patched"]
         if row["device"] == "cpu":
@@ -234,9 +237,31 @@ def test_batchnorm_model_on_every_path(tmp_path: Path) -> None:
             assert re.search(CRASH_SITES[row["path"]], stock["stderr"]), stock["stderr"]
         device = row["device"].replace("fake:", "")
         assert f"is on device {device}," in patched["summary"], row
-    xnnpack = [r for r in report["rows"] if r["path"] == "xnnpack"][1]
-    # The fused weight that XNNPACK's BatchNorm fusion made on the device.
-    assert "_fused_bn' is on device cuda:0," in xnnpack["patched"]["summary"]
+    # The fused weights that XNNPACK's and Vulkan's BatchNorm fusion made on
+    # the device.
+    for path in ("xnnpack", "vulkan"):
+        fused = [r for r in report["rows"] if r["path"] == path][1]
+        assert "_fused_bn' is on device cuda:0," in fused["patched"]["summary"]
+
+
+def test_the_vulkan_path_crashes_stock_and_errors_patched() -> None:
+    """VulkanPartitioner lowers without a Vulkan runtime (a CPU-only machine
+    is enough): its serializer reads each constant it takes from the host."""
+    result = run_check("--paths", "vulkan", "--json", "--verbose")
+    assert result.returncode == 0, result.stdout + result.stderr[-5000:]
+    report = json.loads(result.stdout)
+    cpu, fake = report["rows"]
+    assert (cpu["path"], cpu["device"]) == ("vulkan", "cpu")
+    assert cpu["stock"]["result"]["files"] == cpu["patched"]["result"]["files"]
+    assert (fake["path"], fake["device"]) == ("vulkan", "fake:cuda:0")
+    assert fake["reached"], fake
+    assert fake["stock"]["summary"] == "SIGSEGV (exit 139)"
+    assert re.search(CRASH_SITES["vulkan"], fake["stock"]["stderr"])
+    assert fake["patched"]["summary"] == (
+        "RuntimeError: Constant tensor data for '0.weight' is on device cuda:0, "
+        "but the Vulkan delegate serializes constant data from CPU memory. Move "
+        "the model to CPU before lowering it to Vulkan."
+    )
 
 
 def test_executorch_example_model_as_it_is() -> None:
@@ -744,7 +769,7 @@ def test_a_model_that_stock_cannot_export_is_not_blamed_on_the_patch(
     match = re.fullmatch(
         r"NO VERDICT: the model does not export with stock or patched "
         r"ExecuTorch: torch\.export fails with (\w+: .+), before anything is on "
-        r"a device, so check stopped there \(\d+ of 20 exports left out; "
+        r"a device, so check stopped there \(\d+ of 24 exports left out; "
         r"--verbose shows each child's stderr\)\.\n",
         result.stdout,
     )
@@ -1233,7 +1258,7 @@ def test_lstm_with_nested_inputs_on_every_path() -> None:
     rows = {(row["path"], row["device"]): row for row in report["rows"]}
     assert sorted(rows) == sorted(
         (path, device)
-        for path in ("emitter", "xnnpack", "bundled")
+        for path in ("emitter", "xnnpack", "vulkan", "bundled")
         for device in ("cpu", "fake:cuda:0")
     )
     for (path, device), row in rows.items():
