@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -166,9 +167,23 @@ def _status(args: argparse.Namespace) -> int:
     root = installed.executorch_root()
     found = installed.survey(root, patched_files(data_root()))
     print(f"ExecuTorch {installed.executorch_version()} at {root}")
-    for line in found.file_lines() + found.summary():
+    for line in _aligned(found.file_lines()) + found.summary():
         print(line)
     return 0
+
+
+def _aligned(lines: List[str]) -> List[str]:
+    """``status``'s file lines (``  STATE PATH ...``) with their paths in one
+    column, however long the longest state (``not shipped``) is."""
+    from executorch_device_guard.installed import FileState
+
+    states = "|".join(re.escape(s.value) for s in FileState)
+    found = [re.fullmatch(rf"  ({states}) +(\S.*)", line) for line in lines]
+    width = max((len(m.group(1)) for m in found if m), default=0)
+    return [
+        f"  {m.group(1):{width}} {m.group(2)}" if m else line
+        for m, line in zip(found, lines)
+    ]
 
 
 def _apply(args: argparse.Namespace) -> int:
