@@ -38,7 +38,6 @@ import os
 import re
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, TextIO, Tuple
@@ -498,9 +497,10 @@ def run_matrix(
     """Runs every (path, device, emitter) child, ``jobs`` at a time, and
     returns the rows whose stock and patched exports both ran.
 
-    Once a row shows that torch.export refuses the model before anything is
-    on a device (``Row.refused_by_torch_export``), no other export that
-    starts with it is started: they would all say the same.
+    One row exported from CPU runs first, alone (``_first_row``). When it
+    shows that torch.export refuses the model before anything is on a
+    device (``Row.refused_by_torch_export``), no other export that starts
+    with that torch.export runs: they would all say the same.
 
     An interrupt (or any error) here aborts every child at once. Progress
     goes to ``progress``, by default ``sys.stderr`` (which the CLI guards:
@@ -509,14 +509,11 @@ def run_matrix(
     progress = progress or sys.stderr
     runs = [(path, device, e) for path, device in pairs for e in EMITTERS]
     done: Dict[Tuple[str, str, str], Outcome] = {}
-    refused = threading.Event()
 
     threads = max(1, (os.cpu_count() or 1) // jobs)
 
     def one(run: Tuple[str, str, str]) -> None:
         path, device, emitter = run
-        if refused.is_set() and device != "cuda":
-            return
         start = time.monotonic()
         flow = PATHS[path][0]
         done[run] = outcome = emitters.export(
@@ -528,28 +525,40 @@ def run_matrix(
             file=progress,
             flush=True,
         )
-        keys = [(path, device, e) for e in EMITTERS]
-        if all(key in done for key in keys):
-            row = Row(path, device, {key[2]: done[key] for key in keys})
-            if row.refused_by_torch_export:
-                refused.set()
+
+    def row(pair: Tuple[str, str]) -> Row:
+        return Row(*pair, {e: done[(*pair, e)] for e in EMITTERS})
 
     print(f"running {len(runs)} exports, {jobs} at a time...", file=progress)
-    order = sorted(runs, key=lambda run: PATHS[run[0]][0] not in SLOW_FLOWS)
+    first = _first_row(pairs)
+    rest = [run for run in runs if first is None or run[:2] != first]
+    # The slowest first, so that no long one is left for the end alone.
+    rest.sort(key=lambda run: PATHS[run[0]][0] not in SLOW_FLOWS)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
     try:
-        for future in [pool.submit(one, run) for run in order]:
+        if first is not None:
+            for future in [pool.submit(one, (*first, e)) for e in EMITTERS]:
+                future.result()
+            if row(first).refused_by_torch_export:
+                rest = [run for run in rest if run[1] == "cuda"]
+        for future in [pool.submit(one, run) for run in rest]:
             future.result()
     except BaseException:
         emitters.abort()
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown()
-    return [
-        Row(path, device, {e: done[(path, device, e)] for e in EMITTERS})
-        for path, device in pairs
-        if all((path, device, e) in done for e in EMITTERS)
-    ]
+    return [row(pair) for pair in pairs if all((*pair, e) in done for e in EMITTERS)]
+
+
+def _first_row(pairs: List[Tuple[str, str]]) -> Optional[Tuple[str, str]]:
+    """The row that runs first, alone: a quick one whose model is exported
+    from CPU (the emitter's cpu row if selected), or None if every row is
+    real CUDA. Every path but real CUDA starts with the same torch.export."""
+    candidates = [pair for pair in pairs if pair[1] != "cuda"]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda p: (PATHS[p[0]][0] in SLOW_FLOWS, p[1] != "cpu"))
 
 
 def _step(outcome: Outcome) -> Optional[str]:
