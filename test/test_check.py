@@ -925,7 +925,9 @@ def test_a_hostile_target_file_is_refused_without_blocking(
     assert leftovers(tmpdir) == []
 
 
-HANGING_IMPORT = "import time\ntime.sleep(3600)\n"
+# Each defines its model after what stops its import, so that the import,
+# not the quick look at the source, tells.
+HANGING_IMPORT = "import time\ntime.sleep(3600)\nmodel = None\n"
 HANGING_EXPORT = """
 import time
 
@@ -976,10 +978,11 @@ def test_timeouts_end_in_one_line(tmp_path: Path) -> None:
     assert "timed out after 5 s" in export.stdout
 
 
+# As for HANGING_IMPORT, the model comes after what ends the import.
 CRASHING_IMPORTS = {
-    "segfault.py": "import ctypes\nctypes.string_at(0)\n",
-    "exits.py": "import sys\nsys.exit(3)\n",
-    "os_exits.py": "import os\nos._exit(4)\n",
+    "segfault.py": "import ctypes\nctypes.string_at(0)\nmodel = None\n",
+    "exits.py": "import sys\nsys.exit(3)\nmodel = None\n",
+    "os_exits.py": "import os\nos._exit(4)\nmodel = None\n",
 }
 
 
