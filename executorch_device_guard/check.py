@@ -49,12 +49,19 @@ from executorch_device_guard.runner import DEFAULT_TIMEOUT, Emitters, EMITTERS, 
 FAKE_DEVICES = ["fake:cuda:0", "fake:mps:0", "fake:xpu:0"]
 
 # Each path's devices: every device kind for the emitter; one fake device for
-# the other paths (meta cannot reach XNNPACK: lowering fails on it first).
+# the other paths (meta cannot reach XNNPACK: lowering fails on it first;
+# Vulkan's serializer is left out of meta, which reaches its read too, as
+# each Vulkan export costs about 5 s of lowering and the emitter and the
+# bundled program show meta already).
 PATHS = {
     "emitter": ("emit", ["cpu", "meta", *FAKE_DEVICES]),
     "xnnpack": ("xnnpack", ["cpu", "fake:cuda:0"]),
+    "vulkan": ("vulkan", ["cpu", "fake:cuda:0"]),
     "bundled": ("bundled", ["cpu", "meta", "fake:cuda:0"]),
 }
+# The paths whose exports take longest (lowering to a delegate): run first,
+# so that no long one is left for the end alone.
+SLOW_FLOWS = ("xnnpack", "vulkan")
 
 
 KNOWN_DEVICES = ["cpu", "meta", *FAKE_DEVICES, "cuda"]
@@ -209,10 +216,20 @@ class Row:
         )
 
     @property
+    def refused_by_torch_export(self) -> bool:
+        """Stock and patched fail or crash alike in torch.export, on a model
+        the child exported from CPU: every path but a real CUDA one starts
+        with that same torch.export, so every such row would say the same."""
+        return (
+            self.device != "cuda"
+            and self.fails_before_the_device
+            and all(_step(self.outcomes[e]) == "torch.export" for e in EMITTERS)
+        )
+
+    @property
     def step(self) -> Optional[str]:
         """The step of the export where stock's child failed or crashed."""
-        stock = self.outcomes["stock"]
-        return (stock.result or {}).get("step") or stock.step or None
+        return _step(self.outcomes["stock"])
 
     @property
     def unchecked(self) -> Optional[str]:
@@ -356,6 +373,9 @@ class Verdict:
     # One line instead of the table: every row that ran fails alike before
     # the device (the model does not export), or None.
     alike: Optional[str] = None
+    # Exports of the selection left out: torch.export refused the model on
+    # a row before (run_matrix).
+    left_out: int = 0
 
     @property
     def exit_code(self) -> int:
@@ -405,9 +425,10 @@ class Verdict:
         return out
 
 
-def _alike(rows: List[Row]) -> Optional[str]:
+def _alike(rows: List[Row], left_out: int = 0) -> Optional[str]:
     """One line when every row that ran fails alike before the device, with
-    the same error or signal: the model does not export at all."""
+    the same error or signal: the model does not export at all. ``left_out``
+    exports of the selection were left out after torch.export refused it."""
     ran = [row for row in rows if not row.not_applicable]
     if not ran or not all(row.fails_before_the_device for row in ran):
         return None
@@ -421,27 +442,45 @@ def _alike(rows: List[Row]) -> Optional[str]:
         what = f"{where} {'crashes' if crashed else 'fails'} with"
     else:
         what = f"every export {'crashes' if crashed else 'fails'} with"
+    if left_out:
+        total = left_out + 2 * len(rows)
+        rest = f", so check stopped there ({left_out} of {total} exports left out"
+    else:
+        rest = f" ({len(ran)} row{'s' if len(ran) != 1 else ''} alike"
     return (
         "NO VERDICT: the model does not export with stock or patched "
-        f"ExecuTorch: {what} {errors.pop()}, before anything is on a device "
-        f"({len(ran)} row{'s' if len(ran) != 1 else ''} alike; --verbose shows "
-        "each child's stderr)."
+        f"ExecuTorch: {what} {errors.pop()}, before anything is on a device"
+        f"{rest}; --verbose shows each child's stderr)."
     )
 
 
-def judge(rows: List[Row]) -> Verdict:
+def judge(rows: List[Row], left_out: int = 0) -> Verdict:
+    """What ``rows`` say together; ``left_out`` exports of the selection are
+    not among them (run_matrix stopped after torch.export refused the model)."""
+
     def each(row: Row, items: List[str]) -> List[str]:
         return [f"{row.path} {row.device}: {item}" for item in items]
 
+    skipped = (
+        [
+            f"{left_out} other export{'s' if left_out != 1 else ''}: left out, "
+            "as torch.export refused the model, which every path but real CUDA "
+            "exports alike"
+        ]
+        if left_out
+        else []
+    )
     return Verdict(
-        alike=_alike(rows),
+        alike=_alike(rows, left_out),
+        left_out=left_out,
         problems=[p for row in rows for p in each(row, row.problems)],
         tool_errors=[e for row in rows for e in each(row, row.tool_errors)],
         unchecked=[
             u
             for row in rows
             for u in each(row, [row.unchecked] if row.unchecked else [])
-        ],
+        ]
+        + skipped,
         reached=sum(row.reached for row in rows),
         cpu_same=sum(row.cpu_same for row in rows),
     )
@@ -455,7 +494,13 @@ def run_matrix(
     jobs: int = 2,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> List[Row]:
-    """Runs every (path, device, emitter) child, ``jobs`` at a time.
+    """Runs every (path, device, emitter) child, ``jobs`` at a time, and
+    returns the rows whose stock and patched exports both ran.
+
+    One row exported from CPU runs first, alone (``_first_row``). When it
+    shows that torch.export refuses the model before anything is on a
+    device (``Row.refused_by_torch_export``), no other export that starts
+    with that torch.export runs: they would all say the same.
 
     An interrupt (or any error) here aborts every child at once. Progress
     goes to ``progress``, by default ``sys.stderr`` (which the CLI guards:
@@ -476,27 +521,60 @@ def run_matrix(
         )
         print(
             f"[{len(done):2}/{len(runs)}] {path:8} {device:12} {emitter:7} "
-            f"{_short(outcome.describe())} ({time.monotonic() - start:.1f} s)",
+            f"{_progress(outcome)} ({time.monotonic() - start:.1f} s)",
             file=progress,
             flush=True,
         )
 
+    def row(pair: Tuple[str, str]) -> Row:
+        return Row(*pair, {e: done[(*pair, e)] for e in EMITTERS})
+
     print(f"running {len(runs)} exports, {jobs} at a time...", file=progress)
+    first = _first_row(pairs)
+    rest = [run for run in runs if first is None or run[:2] != first]
     # The slowest first, so that no long one is left for the end alone.
-    order = sorted(runs, key=lambda run: PATHS[run[0]][0] != "xnnpack")
+    rest.sort(key=lambda run: PATHS[run[0]][0] not in SLOW_FLOWS)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
     try:
-        for future in [pool.submit(one, run) for run in order]:
+        if first is not None:
+            for future in [pool.submit(one, (*first, e)) for e in EMITTERS]:
+                future.result()
+            if row(first).refused_by_torch_export:
+                rest = [run for run in rest if run[1] == "cuda"]
+        for future in [pool.submit(one, run) for run in rest]:
             future.result()
     except BaseException:
         emitters.abort()
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown()
-    return [
-        Row(path, device, {e: done[(path, device, e)] for e in EMITTERS})
-        for path, device in pairs
-    ]
+    return [row(pair) for pair in pairs if all((*pair, e) in done for e in EMITTERS)]
+
+
+def _first_row(pairs: List[Tuple[str, str]]) -> Optional[Tuple[str, str]]:
+    """The row that runs first, alone: a quick one whose model is exported
+    from CPU (the emitter's cpu row if selected), or None if every row is
+    real CUDA. Every path but real CUDA starts with the same torch.export."""
+    candidates = [pair for pair in pairs if pair[1] != "cuda"]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda p: (PATHS[p[0]][0] in SLOW_FLOWS, p[1] != "cpu"))
+
+
+def _step(outcome: Outcome) -> Optional[str]:
+    """The step of the export where ``outcome``'s child ended (child.py)."""
+    return (outcome.result or {}).get("step") or outcome.step or None
+
+
+def _progress(outcome: Outcome) -> str:
+    """An export's progress line: a failure in torch.export without its
+    message, which the table or the verdict says once."""
+    if _step(outcome) == "torch.export" and outcome.tool_error is None:
+        if outcome.result is None and outcome.returncode < 0:
+            return f"crashes in torch.export: {outcome.describe()}"
+        if (outcome.result or {}).get("outcome") == "error":
+            return "fails in torch.export"
+    return _short(outcome.describe())
 
 
 def _short(text: str) -> str:

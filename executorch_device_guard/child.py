@@ -28,8 +28,8 @@ over host memory that faults on read, see fake_device.py); ``cuda`` (a real
 GPU: the model is moved there before export, as in issue #21545). Wherever
 the model was built, it is moved to CPU for every other device. The tool
 moves meta and fake-device constants where ExecuTorch starts on the real
-constants: after lowering for the emitter, at the start of XNNPACK's
-preprocess, and the expected outputs of a bundled program. From there on,
+constants: after lowering for the emitter, at the start of XNNPACK's and
+Vulkan's preprocess, and the expected outputs of a bundled program. From there on,
 tensors derived from them stay on the device.
 
 A failure to load the model or set up the case (``setup-error``), and an
@@ -42,6 +42,7 @@ crash says where it happened.
 Paths (``--flow``):
   emit              to_edge_transform_and_lower(...).to_executorch(): the emitter
   xnnpack           the same, lowered with XnnpackPartitioner
+  vulkan            the same, lowered with VulkanPartitioner
   bundled           a BundledProgram whose expected outputs are on the device
   cuda-partitioner  a CUDA model lowered with CudaPartitioner (the supported way)
 """
@@ -58,7 +59,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
-FLOWS = ["emit", "xnnpack", "bundled", "cuda-partitioner"]
+FLOWS = ["emit", "xnnpack", "vulkan", "bundled", "cuda-partitioner"]
 OUTCOMES = ("ok", "error", "n/a", "setup-error", "tool-error")
 
 # How far the export got: "export" until the tool puts tensors on the device.
@@ -191,52 +192,72 @@ def _emit(model: Any, device: str, external_constants: bool) -> Any:
         return edge.to_executorch(config)
 
 
-def _device_in_xnnpack_preprocess(device: str) -> None:
-    """XNNPACK's preprocess gets its program's constants on ``device``.
+def _device_in_preprocess(backend: Any, name: str, device: str) -> None:
+    """A delegate's preprocess (``backend``'s, e.g. XnnpackBackend) gets its
+    program's constants on ``device``.
 
     Lowering traces the program with fake tensors of its own, so the device
-    tensors are put in place where XNNPACK starts on the real constants: at
-    the start of preprocess, before XNNPACK's own passes (BatchNorm fusion
-    and the rest) and its serializer. Tensors those passes derive stay on the
-    device (keep_device_claims), as they would on a real one.
+    tensors are put in place where the delegate starts on the real
+    constants: at the start of preprocess, before its own passes (BatchNorm
+    fusion and the rest) and its serializer. Tensors those passes derive stay
+    on the device (keep_device_claims), as they would on a real one.
     """
-    from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend
     from executorch_device_guard.fake_device import keep_device_claims, tables_on_device
 
-    original = XnnpackBackend.preprocess
+    original = backend.preprocess
 
     def preprocess(edge_program: Any, compile_specs: Any) -> Any:
-        with _tool(f"moving XNNPACK's constants to {device}"):
+        with _tool(f"moving {name}'s constants to {device}"):
             tables = [edge_program.state_dict, edge_program.constants]
             tables_on_device(tables, device)
         _on_device()
-        _step("XNNPACK preprocess")
+        _step(f"{name} preprocess")
         with keep_device_claims():
             return original(edge_program, compile_specs)
 
-    XnnpackBackend.preprocess = staticmethod(preprocess)
+    backend.preprocess = staticmethod(preprocess)
+
+
+def _lowered(model: Any, device: str, backend: Any, name: str, partitioner: Any) -> Any:
+    """The model lowered with ``partitioner`` to ``backend`` (the delegate
+    ``name``'s BackendDetails), then to_executorch(); on a moved device, the
+    constants are there from the start of the delegate's preprocess."""
+    from executorch.exir import to_edge_transform_and_lower
+
+    if _is_moved(device):
+        _device_in_preprocess(backend, name, _target_device(device))
+    exported = _export(model)
+    _step(f"to_edge_transform_and_lower with {type(partitioner).__name__}")
+    edge = to_edge_transform_and_lower(exported, partitioner=[partitioner])
+    if _is_moved(device):
+        # What the delegate did not take is emitted from the device too.
+        _move_programs(edge, device)
+        _on_device()
+    _step("to_executorch")
+    with _claims(device):
+        return edge.to_executorch()
 
 
 def _xnnpack(model: Any, device: str) -> Any:
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
         XnnpackPartitioner,
     )
-    from executorch.exir import to_edge_transform_and_lower
+    from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend
 
     if device == "meta":
         raise NotApplicable("meta weights fail in lowering's decompositions first")
-    if device.startswith("fake:"):
-        _device_in_xnnpack_preprocess(_target_device(device))
-    exported = _export(model)
-    _step("to_edge_transform_and_lower with XnnpackPartitioner")
-    edge = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
-    if device.startswith("fake:"):
-        # What XNNPACK did not take is emitted from the device too.
-        _move_programs(edge, device)
-        _on_device()
-    _step("to_executorch")
-    with _claims(device):
-        return edge.to_executorch()
+    return _lowered(model, device, XnnpackBackend, "XNNPACK", XnnpackPartitioner())
+
+
+def _vulkan(model: Any, device: str) -> Any:
+    """Lowered with VulkanPartitioner, which needs no Vulkan runtime: its
+    serializer reads every constant it takes from the host."""
+    from executorch.backends.vulkan.partitioner.vulkan_partitioner import (
+        VulkanPartitioner,
+    )
+    from executorch.backends.vulkan.vulkan_preprocess import VulkanBackend
+
+    return _lowered(model, device, VulkanBackend, "Vulkan", VulkanPartitioner())
 
 
 def _bundled(model: Any, device: str) -> Any:
@@ -361,6 +382,8 @@ def run(
         result = _emit(model, device, external_constants)
     elif flow == "xnnpack":
         result = _xnnpack(model, device)
+    elif flow == "vulkan":
+        result = _vulkan(model, device)
     elif flow == "bundled":
         result = _bundled(model, device)
     else:

@@ -20,12 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import List, NoReturn, Optional, Union
+from typing import List, NoReturn, Optional, Tuple, Union
 
 from executorch_device_guard import __version__, data_root
 
@@ -55,10 +56,12 @@ def _check(args: argparse.Namespace) -> int:
     # SIGTERM and SIGHUP end the run like Ctrl-C: children killed, overlays
     # removed (the temporary folders are made after this).
     signals.raise_on_terminate()
-    rows = _check_rows(args)
-    if isinstance(rows, int):
-        return rows
-    verdict = check.judge(rows)
+    found = _check_rows(args)
+    if isinstance(found, int):
+        return found
+    rows, pairs = found
+    # Rows that run_matrix left out: torch.export refused the model.
+    verdict = check.judge(rows, left_out=2 * (len(pairs) - len(rows)))
     # A log that cannot be written (a full disk) loses neither the table nor
     # the verdict: it is named after them.
     log_error = check.write_logs(rows, args.log_dir) if args.log_dir else None
@@ -72,6 +75,7 @@ def _check(args: argparse.Namespace) -> int:
             "ok": verdict.exit_code == 0,
             "exit_code": verdict.exit_code,
             "reached": verdict.reached,
+            "left_out": verdict.left_out,
             "rows": [row.as_json(stderr=args.verbose) for row in rows],
         }
         print(json.dumps(report, indent=1))
@@ -91,8 +95,9 @@ def _check(args: argparse.Namespace) -> int:
     return verdict.exit_code
 
 
-def _check_rows(args: argparse.Namespace) -> "Union[int, List]":
-    """The matrix's rows, or an exit code when the model or selection is refused."""
+def _check_rows(args: argparse.Namespace) -> "Union[int, Tuple[List, List]]":
+    """The matrix's rows and the (path, device) pairs selected, or an exit
+    code when the model or selection is refused."""
     from executorch_device_guard import check, probe
     from executorch_device_guard.runner import Emitters
 
@@ -136,7 +141,7 @@ def _check_rows(args: argparse.Namespace) -> "Union[int, List]":
         rows = check.run_matrix(
             emitters, args.model, pairs, jobs=args.jobs, timeout=args.timeout
         )
-    return rows
+    return rows, pairs
 
 
 def _usage_error(message: str) -> int:
@@ -162,9 +167,23 @@ def _status(args: argparse.Namespace) -> int:
     root = installed.executorch_root()
     found = installed.survey(root, patched_files(data_root(), install=True))
     print(f"ExecuTorch {installed.executorch_version()} at {root}")
-    for line in found.file_lines() + found.summary():
+    for line in _aligned(found.file_lines()) + found.summary():
         print(line)
     return 0
+
+
+def _aligned(lines: List[str]) -> List[str]:
+    """``status``'s file lines (``  STATE PATH ...``) with their paths in one
+    column, however long the longest state (``not shipped``) is."""
+    from executorch_device_guard.installed import FileState
+
+    states = "|".join(re.escape(s.value) for s in FileState)
+    found = [re.fullmatch(rf"  ({states}) +(\S.*)", line) for line in lines]
+    width = max((len(m.group(1)) for m in found if m), default=0)
+    return [
+        f"  {m.group(1):{width}} {m.group(2)}" if m else line
+        for m, line in zip(found, lines)
+    ]
 
 
 def _apply(args: argparse.Namespace) -> int:
@@ -331,7 +350,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--paths",
         nargs="+",
-        choices=["emitter", "xnnpack", "bundled"],
+        choices=["emitter", "xnnpack", "vulkan", "bundled"],
         help="export paths to run (default: all)",
     )
     c.add_argument(

@@ -23,6 +23,7 @@ Parsing and the file check need no torch (the CLI uses them); loading does.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib
 import importlib.machinery
 import importlib.util
@@ -31,7 +32,9 @@ import os
 import sys
 import types
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+
+from executorch_device_guard import source_names
 
 FORMS = (
     "a (torch.nn.Module, example_inputs) tuple, an EagerModelBase-style class "
@@ -140,6 +143,12 @@ def parse(spec: str) -> Tuple[str, str, str]:
         raise ModelSpecError(
             f"--model {spec!r}: give 'package.module:attr' or 'path/file.py:attr'"
         )
+    if attr and not attr.isidentifier():
+        raise ModelSpecError(
+            f"--model {spec}: {attr!r} after ':' is not a Python name; give "
+            "'package.module:attr' or 'path/file.py:attr', one ':' then the "
+            "name of the model"
+        )
     kind = "file" if target.endswith(".py") or Path(target).is_file() else "module"
     return kind, target, attr or "model"
 
@@ -148,9 +157,10 @@ def check_file(spec: str) -> None:
     """What can be found without importing torch or the model, in well under
     a second: a file that does not exist, a syntax error in the model's file
     (or in the source of its module and the packages above it), a top-level
-    package that is not on the path. ModelSpecError, in the words that the
+    package that is not on the path, an attribute that the model's source
+    does not define (source_names.py). ModelSpecError, in the words that the
     import itself would give."""
-    kind, target, _ = parse(spec)
+    kind, target, attr = parse(spec)
     if kind == "builtin":
         return
     if kind == "file":
@@ -162,14 +172,14 @@ def check_file(spec: str) -> None:
         path = Path(target).resolve()
         if importlib.util.spec_from_file_location(path.stem, path) is None:
             raise ModelSpecError(f"--model {spec}: {path} cannot be loaded as Python")
-        sources = [path]
+        sources, own = [path], path
     elif not all(name.isidentifier() for name in target.split(".")):
         raise ModelSpecError(
             f"--model {spec}: {target!r} is not a module name; give "
             "'package.module:attr' or 'path/file.py:attr'"
         )
     else:
-        sources = _module_sources(spec, target)
+        sources, own = _module_sources(spec, target)
     for source in sources:
         try:
             compile(source.read_bytes(), str(source), "exec", dont_inherit=True)
@@ -180,6 +190,16 @@ def check_file(spec: str) -> None:
             ) from None
         except OSError:
             return  # the import will say what is wrong with it
+    defined = source_names.top_level(own) if own is not None else None
+    if defined is not None and attr not in defined.names:
+        raise _no_attribute(
+            spec,
+            target,
+            attr,
+            defined.names,
+            defined.model_classes,
+            defined.others,
+        )
 
 
 def _module_not_found(spec: str, name: str) -> ModelSpecError:
@@ -190,9 +210,10 @@ def _module_not_found(spec: str, name: str) -> ModelSpecError:
     )
 
 
-def _module_sources(spec: str, target: str) -> List[Path]:
+def _module_sources(spec: str, target: str) -> Tuple[List[Path], Optional[Path]]:
     """The source files that importing ``target`` runs (each package's
-    ``__init__.py``, then the module's), found without running any;
+    ``__init__.py``, then the module's), found without running any, and the
+    module's own source (None if it has none or it was not found);
     ModelSpecError if its top-level package is not on the path.
 
     The path is this process's, with the current folder first, as the
@@ -205,19 +226,24 @@ def _module_sources(spec: str, target: str) -> List[Path]:
     try:
         found = importlib.util.find_spec(names[0])
     except Exception:  # noqa: B902 - a finder's failure: the import will tell
-        return []
+        return [], None
     finally:
         del sys.path[0]
     if found is None:
         raise _module_not_found(spec, names[0])
-    sources = [found.origin] if found.has_location else []
+    sources = [found.origin if found.has_location else None]
     locations = list(found.submodule_search_locations or [])
     for name in names[1:]:
         source, locations = _find_in(locations, name)
         if source is None and not locations:
+            sources.append(None)  # not found, or compiled: the import tells
             break
         sources.append(source)
-    return [Path(s) for s in sources if s and s.endswith(".py")]
+    own = sources[-1] if len(sources) == len(names) else None
+    return (
+        [Path(s) for s in sources if s and s.endswith(".py")],
+        Path(own) if own and own.endswith(".py") else None,
+    )
 
 
 def _find_in(locations: List[str], name: str) -> Tuple[Optional[str], List[str]]:
@@ -312,9 +338,18 @@ def _from_eager_model(spec: str, value: Any) -> LoadedModel:
     return LoadedModel(loaded.module.eval(), loaded.args, kwargs, shapes)
 
 
-def _checked(spec: str, value: Any, what: str = "") -> LoadedModel:
-    """``value`` as a model, or ModelSpecError naming ``what`` it is (e.g.
-    "its attribute 'model'") and the way out, ``_hint``'s if given."""
+class _NotAModel(ModelSpecError):
+    """What a value is instead of a model (``text``), and, when that says
+    which part is wrong, the specific way out (``way_out``)."""
+
+    def __init__(self, text: str, way_out: Optional[str]) -> None:
+        super().__init__(f"{text}; {way_out or f'give {FORMS}'}")
+        self.text, self.way_out = text, way_out
+
+
+def _checked(spec: str, value: Any, what: str = "it is") -> LoadedModel:
+    """``value`` as a model, or _NotAModel saying what ``what`` (e.g. "its
+    attribute 'model' is", "make() returned") is instead."""
     import torch
 
     if (
@@ -324,13 +359,54 @@ def _checked(spec: str, value: Any, what: str = "") -> LoadedModel:
         and isinstance(value[1], (tuple, list))
     ):
         return LoadedModel(value[0], tuple(value[1]))
-    if isinstance(value, torch.nn.Module):
+    way_out = None
+    if isinstance(value, (tuple, list)) and any(
+        isinstance(v, torch.nn.Module) for v in value
+    ):
+        problem, way_out = _wrong_pair(value, what.endswith("returned"))
+    elif isinstance(value, torch.nn.Module):
         problem = "a torch.nn.Module without example inputs"
     elif isinstance(value, types.ModuleType):
         problem = "a module, not a model"
     else:
         problem = f"a value of type {type(value).__name__}, not a model"
-    raise ModelSpecError(f"--model {spec}: {what or 'it'} is {problem}; give {FORMS}")
+    raise _NotAModel(f"--model {spec}: {what} {problem}", way_out)
+
+
+def _wrong_pair(value: Any, returned: bool) -> Tuple[str, str]:
+    """What is wrong with a tuple or list that holds a module but is not
+    ``(module, example_inputs)``, and the way out."""
+    import torch
+
+    kind = "a tuple" if isinstance(value, tuple) else "a list"
+    shown = [type(v).__name__ for v in value[:4]] + (["..."] if len(value) > 4 else [])
+    problem = f"{kind} ({', '.join(shown)})"
+    verb = "return" if returned else "give"
+    if (
+        len(value) == 2
+        and isinstance(value, list)
+        and isinstance(value[0], torch.nn.Module)
+        and isinstance(value[1], (tuple, list))
+    ):
+        return f"{problem}, not a tuple", f"{verb} (module, example_inputs)"
+    if len(value) == 2 and isinstance(value[1], torch.nn.Module):
+        if not isinstance(value[0], torch.nn.Module):
+            return (
+                f"{problem}: the module comes second",
+                f"{verb} (module, example_inputs), the module first",
+            )
+        return f"{problem}: two modules", f"{verb} (module, example_inputs)"
+    if len(value) == 2 and isinstance(value[0], torch.nn.Module):
+        inputs = type(value[1]).__name__
+        return (
+            f"{problem}: its example inputs are a {inputs}, not a tuple",
+            f"{verb} (module, (inputs,)), the inputs in a tuple",
+        )
+    return (
+        f"{problem} of {len(value)} items, not 2",
+        f"{verb} (module, example_inputs), the inputs in one tuple: "
+        "(module, (x, y))",
+    )
 
 
 def model_classes(module: Any) -> List[str]:
@@ -346,6 +422,24 @@ def model_classes(module: Any) -> List[str]:
     )
 
 
+def _others(module: Any) -> List[str]:
+    """The module's own functions that take no argument, and its tuples."""
+    found = []
+    for name, value in vars(module).items():
+        if name.startswith("_"):
+            continue
+        if isinstance(value, tuple):
+            found.append(name)
+        elif inspect.isfunction(value) and value.__module__ == module.__name__:
+            parameters = inspect.signature(value).parameters.values()
+            if all(
+                p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                for p in parameters
+            ):
+                found.append(name)
+    return sorted(found)
+
+
 def _hint(target: str, module: Any, value: Any = None) -> Optional[str]:
     """The module's model classes, as the way out; also those of ``value``
     if it is a submodule and the module has none. None if there are none."""
@@ -354,10 +448,59 @@ def _hint(target: str, module: Any, value: Any = None) -> Optional[str]:
         where, names = value.__name__, model_classes(value)
     if not names:
         return None
-    shown = ", ".join(names[:10]) + (
+    return (
+        f"model classes in {where}: {_listed(names)} (give --model {where}:{names[0]})"
+    )
+
+
+def _listed(names: List[str]) -> str:
+    return ", ".join(names[:10]) + (
         f" and {len(names) - 10} more" if len(names) > 10 else ""
     )
-    return f"model classes in {where}: {shown} (give --model {where}:{names[0]})"
+
+
+def _default_note(spec: str) -> str:
+    return "" if spec.partition(":")[2] else " (the default when no ':attr' is given)"
+
+
+def _no_attribute(
+    spec: str,
+    target: str,
+    attr: str,
+    names: Iterable[str],
+    classes: List[str],
+    others: List[str],
+) -> ModelSpecError:
+    """``TARGET has no attribute 'ATTR'``, then the names it has that are
+    close to it and its model classes; else its model classes; else what
+    else may be a model there (``others``: functions without arguments,
+    tuples); else the forms a model takes."""
+    text = f"--model {spec}: {target} has no attribute '{attr}'{_default_note(spec)}"
+    # Names one slip away: about as long, mostly the same letters.
+    public = {
+        name.lower(): name
+        for name in names
+        if not name.startswith("__") and abs(len(name) - len(attr)) <= 2
+    }
+    close = [public[n] for n in difflib.get_close_matches(attr.lower(), public, n=3)]
+    if close:
+        alternatives = " or ".join(f"'{name}'" for name in close)
+        text += f"; did you mean {alternatives}? (give --model {target}:{close[0]})"
+        if classes:
+            text += f"; model classes in {target}: {_listed(classes)}"
+    elif classes:
+        text += (
+            f"; model classes in {target}: {_listed(classes)} (give --model "
+            f"{target}:{classes[0]})"
+        )
+    elif others:
+        text += (
+            f"; what {target} defines that may be a model: {_listed(others)} "
+            f"(give --model {target}:{others[0]})"
+        )
+    else:
+        text += f"; after ':' name {FORMS}"
+    return ModelSpecError(text)
 
 
 def load_model(spec: str, stage: Optional[Callable[[str], None]] = None) -> LoadedModel:
@@ -374,20 +517,16 @@ def load_model(spec: str, stage: Optional[Callable[[str], None]] = None) -> Load
     say(f"importing {target}")
     module = _import(spec, kind, target)
     say("building the model")
-    default = (
-        "" if spec.partition(":")[2] else " (the default when no ':attr' is given)"
-    )
     if not hasattr(module, attr):
-        hint = _hint(target, module) or f"after ':' name {FORMS}"
-        raise ModelSpecError(
-            f"--model {spec}: {target} has no attribute '{attr}'{default}; {hint}"
+        raise _no_attribute(
+            spec, target, attr, dir(module), model_classes(module), _others(module)
         )
     value = getattr(module, attr)
     if _is_eager_model(value):
         return _from_eager_model(spec, value)
     import torch
 
-    what = f"its attribute '{attr}'{default}"
+    what = f"its attribute '{attr}'{_default_note(spec)} is"
     if callable(value) and not isinstance(value, torch.nn.Module):
         try:
             value = value()
@@ -398,14 +537,14 @@ def load_model(spec: str, stage: Optional[Callable[[str], None]] = None) -> Load
             ) from e
         if _is_eager_model(value):
             return _from_eager_model(spec, value)
-        what = f"{attr}() returned a value that"
+        what = f"{attr}() returned"
     try:
         return _checked(spec, value, what)
-    except ModelSpecError as e:
-        hint = _hint(target, module, value)
-        if hint is None:
-            raise
-        raise ModelSpecError(f"{str(e).split('; give ', 1)[0]}; {hint}") from None
+    except _NotAModel as e:
+        hint = None if e.way_out else _hint(target, module, value)
+        raise ModelSpecError(
+            f"{e.text}; {hint or e.way_out or f'give {FORMS}'}"
+        ) from None
 
 
 def load(spec: str) -> Tuple[Any, Tuple[Any, ...]]:

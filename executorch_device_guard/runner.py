@@ -52,6 +52,8 @@ EXPORT_PRELOAD = (
     "executorch.exir",
     "executorch.backends.xnnpack.partition.xnnpack_partitioner",
     "executorch.backends.xnnpack.xnnpack_preprocess",
+    "executorch.backends.vulkan.partitioner.vulkan_partitioner",
+    "executorch.backends.vulkan.vulkan_preprocess",
     "executorch.devtools.bundled_program.core",
     "executorch.devtools.bundled_program.serialize",
     "executorch_device_guard.child",

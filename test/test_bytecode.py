@@ -146,7 +146,7 @@ def test_status_flags_stale_bytecode_and_apply_removes_it(
     assert status.returncode == 0, status.stderr
     pyc = re.escape("exir/emit/__pycache__/_emitter.") + r"cpython-\d+\.pyc"
     assert re.search(
-        r"  patched  exir/emit/_emitter\.py \(form: upstream; Python runs other "
+        r"  patched +exir/emit/_emitter\.py \(form: upstream; Python runs other "
         r"code from its "
         f"unchecked-hash bytecode {pyc}\\)\n",
         status.stdout,

@@ -113,7 +113,7 @@ def run_check(
 def test_default_check_json() -> None:
     result = run_check("--json")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "[20/20]" in result.stderr  # progress
+    assert "[24/24]" in result.stderr  # progress
     report = json.loads(result.stdout)
     assert report["ok"] and report["executorch_version"] == "1.5.1"
     # No temporary path (the overlays are deleted on exit).
@@ -127,6 +127,8 @@ def test_default_check_json() -> None:
         ("emitter", "fake:xpu:0"),
         ("xnnpack", "cpu"),
         ("xnnpack", "fake:cuda:0"),
+        ("vulkan", "cpu"),
+        ("vulkan", "fake:cuda:0"),
         ("bundled", "cpu"),
         ("bundled", "meta"),
         ("bundled", "fake:cuda:0"),
@@ -211,6 +213,7 @@ class ConvBatchNorm(EagerModelBase):
 CRASH_SITES = {
     "emitter": r'emit/_emitter\.py", line 460 in _tensor_spec_to_evalue',
     "xnnpack": r'operators/node_visitor\.py", line \d+ in get_serialized_buffer_index',
+    "vulkan": r'vulkan_graph_builder\.py", line \d+ in maybe_add_constant_tensor',
     "bundled": r'bundled_program/core\.py", line \d+ in _emit_bundled_tensor',
 }
 
@@ -223,7 +226,7 @@ def test_batchnorm_model_on_every_path(tmp_path: Path) -> None:
     result = run_check("--model", f"{model_file}:ConvBatchNorm", "--json", "--verbose")
     assert result.returncode == 0, result.stdout + result.stderr[-5000:]
     report = json.loads(result.stdout)
-    assert report["ok"] and len(report["rows"]) == 10
+    assert report["ok"] and len(report["rows"]) == 12
     for row in report["rows"]:
         stock, patched = row["stock"], row["patched"]
         if row["device"] == "cpu":
@@ -234,9 +237,31 @@ def test_batchnorm_model_on_every_path(tmp_path: Path) -> None:
             assert re.search(CRASH_SITES[row["path"]], stock["stderr"]), stock["stderr"]
         device = row["device"].replace("fake:", "")
         assert f"is on device {device}," in patched["summary"], row
-    xnnpack = [r for r in report["rows"] if r["path"] == "xnnpack"][1]
-    # The fused weight that XNNPACK's BatchNorm fusion made on the device.
-    assert "_fused_bn' is on device cuda:0," in xnnpack["patched"]["summary"]
+    # The fused weights that XNNPACK's and Vulkan's BatchNorm fusion made on
+    # the device.
+    for path in ("xnnpack", "vulkan"):
+        fused = [r for r in report["rows"] if r["path"] == path][1]
+        assert "_fused_bn' is on device cuda:0," in fused["patched"]["summary"]
+
+
+def test_the_vulkan_path_crashes_stock_and_errors_patched() -> None:
+    """VulkanPartitioner lowers without a Vulkan runtime (a CPU-only machine
+    is enough): its serializer reads each constant it takes from the host."""
+    result = run_check("--paths", "vulkan", "--json", "--verbose")
+    assert result.returncode == 0, result.stdout + result.stderr[-5000:]
+    report = json.loads(result.stdout)
+    cpu, fake = report["rows"]
+    assert (cpu["path"], cpu["device"]) == ("vulkan", "cpu")
+    assert cpu["stock"]["result"]["files"] == cpu["patched"]["result"]["files"]
+    assert (fake["path"], fake["device"]) == ("vulkan", "fake:cuda:0")
+    assert fake["reached"], fake
+    assert fake["stock"]["summary"] == "SIGSEGV (exit 139)"
+    assert re.search(CRASH_SITES["vulkan"], fake["stock"]["stderr"])
+    assert fake["patched"]["summary"] == (
+        "RuntimeError: Constant tensor data for '0.weight' is on device cuda:0, "
+        "but the Vulkan delegate serializes constant data from CPU memory. Move "
+        "the model to CPU before lowering it to Vulkan."
+    )
 
 
 def test_executorch_example_model_as_it_is() -> None:
@@ -330,7 +355,13 @@ def test_cuda_on_a_machine_without_it_is_refused() -> None:
 
 def test_a_bad_model_is_refused_before_any_export(tmp_path: Path) -> None:
     (tmp_path / "models_here.py").write_text(
-        "import torch\n" "not_a_model = 42\n" "module_only = torch.nn.Linear(2, 2)\n"
+        "import torch\n"
+        "not_a_model = 42\n"
+        "module_only = torch.nn.Linear(2, 2)\n"
+        "def tensor_inputs():\n"
+        "    return torch.nn.Linear(2, 2), torch.ones(1, 2)\n"
+        "def swapped():\n"
+        "    return (torch.ones(1, 2),), torch.nn.Linear(2, 2)\n"
     )
     missing = tmp_path / "missing.py"
     here = tmp_path / "models_here.py"
@@ -344,6 +375,8 @@ def test_a_bad_model_is_refused_before_any_export(tmp_path: Path) -> None:
         ["--fresh", "--model", f"{here}:not_a_model"],
         ["--fresh", "--model", f"{here}:module_only"],
         ["--fresh", "--model", "executorch.examples.models.lstm"],
+        ["--fresh", "--model", f"{here}:tensor_inputs"],
+        ["--fresh", "--model", f"{here}:swapped"],
     )
     assert time.monotonic() - started < 120
     assert_refused(results[0], f"--model {missing}:model: no such file {missing}; ", "")
@@ -373,6 +406,18 @@ def test_a_bad_model_is_refused_before_any_export(tmp_path: Path) -> None:
         "default when no ':attr' is given) is a module, not a model; model "
         "classes in executorch.examples.models.lstm: LSTMModel (give --model "
         "executorch.examples.models.lstm:LSTMModel)",
+    )
+    assert_refused(
+        results[6],
+        f"--model {here}:tensor_inputs: tensor_inputs() returned a tuple "
+        "(Linear, Tensor): its example inputs are a Tensor, not a tuple; return "
+        "(module, (inputs,)), the inputs in a tuple",
+    )
+    assert_refused(
+        results[7],
+        f"--model {here}:swapped: swapped() returned a tuple (tuple, Linear): "
+        "the module comes second; return (module, example_inputs), the module "
+        "first",
     )
 
 
@@ -552,12 +597,13 @@ def test_a_model_that_crashes_in_export_is_not_blamed_on_the_patch(
     args = ["--model", f"{crashes}:model", "--paths", "emitter"]
     result = run_check(*args, "--devices", "cpu", "fake:cuda:0")
     assert result.returncode == 3, result.stdout + result.stderr[-3000:]
-    assert result.stdout == (
-        "NO VERDICT: the model does not export with stock or patched "
-        "ExecuTorch: torch.export crashes with SIGSEGV (exit 139), before "
-        "anything is on a device (2 rows alike; --verbose shows each child's "
-        "stderr).\n"
-    )
+    assert re.fullmatch(
+        r"NO VERDICT: the model does not export with stock or patched "
+        r"ExecuTorch: torch\.export crashes with SIGSEGV \(exit 139\), before "
+        r"anything is on a device, so check stopped there \(2 of 4 exports left "
+        r"out; --verbose shows each child's stderr\)\.\n",
+        result.stdout,
+    ), result.stdout
 
 
 NUMPY_AND_RANDOM_WEIGHTS = """
@@ -714,24 +760,26 @@ def test_nothing_checked_is_no_verdict(tmp_path: Path) -> None:
 def test_a_model_that_stock_cannot_export_is_not_blamed_on_the_patch(
     tmp_path: Path,
 ) -> None:
+    """The whole matrix: torch.export fails alike on the first row, before
+    anything is on a device. Every path starts with the same torch.export,
+    so check stops there and says the error once, in one line."""
     branchy = write_model(tmp_path, DATA_DEPENDENT_MODEL, "branchy.py")
-    result = run_check(
-        "--model",
-        f"{branchy}:model",
-        "--paths",
-        "emitter",
-        "--devices",
-        "cpu",
-        "fake:cuda:0",
-    )
+    result = run_check("--model", f"{branchy}:model")
     assert result.returncode == 3, result.stdout + result.stderr[-3000:]
-    # Every row fails alike in torch.export: said once, in one line.
-    assert re.fullmatch(
+    match = re.fullmatch(
         r"NO VERDICT: the model does not export with stock or patched "
-        r"ExecuTorch: torch\.export fails with \w+: .+, before anything is on "
-        r"a device \(2 rows alike; --verbose shows each child's stderr\)\.\n",
+        r"ExecuTorch: torch\.export fails with (\w+: .+), before anything is on "
+        r"a device, so check stopped there \(22 of 24 exports left out; "
+        r"--verbose shows each child's stderr\)\.\n",
         result.stdout,
-    ), result.stdout
+    )
+    assert match, result.stdout
+    error = match.group(1)
+    assert "data-dependent" in error, error
+    assert (result.stdout + result.stderr).count(error.split(": ", 1)[1]) == 1
+    progress = [line for line in result.stderr.splitlines() if line.startswith("[")]
+    assert len(progress) == 2, result.stderr
+    assert all(re.search(r" fails in torch\.export \(", line) for line in progress)
 
 
 def test_a_model_built_on_meta_is_refused_before_any_export(tmp_path: Path) -> None:
@@ -877,7 +925,9 @@ def test_a_hostile_target_file_is_refused_without_blocking(
     assert leftovers(tmpdir) == []
 
 
-HANGING_IMPORT = "import time\ntime.sleep(3600)\n"
+# Each defines its model after what stops its import, so that the import,
+# not the quick look at the source, tells.
+HANGING_IMPORT = "import time\ntime.sleep(3600)\nmodel = None\n"
 HANGING_EXPORT = """
 import time
 
@@ -928,10 +978,11 @@ def test_timeouts_end_in_one_line(tmp_path: Path) -> None:
     assert "timed out after 5 s" in export.stdout
 
 
+# As for HANGING_IMPORT, the model comes after what ends the import.
 CRASHING_IMPORTS = {
-    "segfault.py": "import ctypes\nctypes.string_at(0)\n",
-    "exits.py": "import sys\nsys.exit(3)\n",
-    "os_exits.py": "import os\nos._exit(4)\n",
+    "segfault.py": "import ctypes\nctypes.string_at(0)\nmodel = None\n",
+    "exits.py": "import sys\nsys.exit(3)\nmodel = None\n",
+    "os_exits.py": "import os\nos._exit(4)\nmodel = None\n",
 }
 
 
@@ -1210,7 +1261,7 @@ def test_lstm_with_nested_inputs_on_every_path() -> None:
     rows = {(row["path"], row["device"]): row for row in report["rows"]}
     assert sorted(rows) == sorted(
         (path, device)
-        for path in ("emitter", "xnnpack", "bundled")
+        for path in ("emitter", "xnnpack", "vulkan", "bundled")
         for device in ("cpu", "fake:cuda:0")
     )
     for (path, device), row in rows.items():
@@ -1347,6 +1398,41 @@ def test_rows_that_fail_alike_before_the_device_are_said_once() -> None:
     )
 
 
+def test_only_torch_export_refusing_the_model_stops_the_matrix() -> None:
+    """Every path but real CUDA starts with the same torch.export of the
+    model on CPU: when it fails alike there, the other rows would too."""
+
+    def fails(step: str, stage: str = "export") -> Outcome:
+        error = {**export_error("guard", stage, "UserError"), "step": step}
+        return Outcome(1, error, "")
+
+    def row(device: str, stock: Outcome, patched: Outcome) -> Row:
+        return Row("emitter", device, {"stock": stock, "patched": patched})
+
+    export = fails("torch.export")
+    assert row("cpu", export, export).refused_by_torch_export
+    assert row("fake:cuda:0", export, export).refused_by_torch_export
+    crash = Outcome(-11, None, "", stage="export", step="torch.export")
+    assert row("meta", crash, crash).refused_by_torch_export
+    # Real CUDA exports the model from the GPU; lowering is path by path;
+    # a failure of one side only is a verdict.
+    assert not row("cuda", export, export).refused_by_torch_export
+    lowering = fails("to_edge_transform_and_lower")
+    assert not row("cpu", lowering, lowering).refused_by_torch_export
+    assert not row("cpu", export, Ok).refused_by_torch_export
+    # What was left out is said: in the one line, or under NOT CHECKED.
+    alike = check.judge([row("cpu", export, export)], left_out=18)
+    assert alike.exit_code == 3
+    assert "so check stopped there (18 of 20 exports left out;" in alike.alike
+    reached = row("cuda", Outcome(-11, None, ""), Outcome(1, NAMED, ""))
+    mixed = check.judge([row("cpu", export, export), reached], left_out=16)
+    assert mixed.alike is None and mixed.exit_code == 0
+    assert mixed.unchecked[-1] == (
+        "16 other exports: left out, as torch.export refused the model, which "
+        "every path but real CUDA exports alike"
+    )
+
+
 def test_the_table_shows_whole_constant_names() -> None:
     """The name is the most useful part of the error: never cut; the rest of
     the message is what gets shortened."""
@@ -1403,12 +1489,34 @@ print(f"{time.monotonic() - started:.3f}", "torch" in sys.modules, code)
 """
 
 
+TYPO_MODEL = """
+import torch
+
+
+class Net(torch.nn.Module):
+    def forward(self, x):
+        return x
+
+
+class Eager:
+    def get_eager_model(self):
+        return Net()
+
+    def get_example_inputs(self):
+        return (torch.ones(1),)
+
+
+def make():
+    return Net(), (torch.ones(1),)
+"""
+
+
 def test_mistakes_found_without_torch_are_told_in_under_a_second(
     tmp_path: Path,
 ) -> None:
     """A missing file, a syntax error in the model's file (or in its
-    module's), a package that is not installed: one line, exit 2, torch never
-    imported, in under a second of the tool's own time (about 0.1 s on a
+    module's), a package that is not installed, an attribute its source does
+    not define, a second ':': one line, exit 2, torch never imported, in under a second of the tool's own time (about 0.1 s on a
     quiet 2-core machine)."""
     bad = write_model(tmp_path, "import torch\n\ndef model(:\n    pass\n", "bad.py")
     (tmp_path / "pkg").mkdir()
@@ -1417,6 +1525,9 @@ def test_mistakes_found_without_torch_are_told_in_under_a_second(
     # A namespace package (no __init__.py), as ExecuTorch's top level is.
     (tmp_path / "space" / "inner").mkdir(parents=True)
     (tmp_path / "space" / "inner" / "bad.py").write_text("def f(:\n")
+    # A misspelt attribute, read from the model's source.
+    typo = write_model(tmp_path, TYPO_MODEL, "typo.py")
+    (tmp_path / "pkg" / "typo.py").write_text(TYPO_MODEL)
     cases = [
         (
             f"{bad}:model",
@@ -1441,6 +1552,21 @@ def test_mistakes_found_without_torch_are_told_in_under_a_second(
             "space.inner.bad:m",
             "--model space.inner.bad:m: importing space.inner.bad failed: "
             "SyntaxError: invalid syntax (bad.py, line 1)",
+        ),
+        (
+            f"{typo}:mkae",
+            f"--model {typo}:mkae: {typo} has no attribute 'mkae'; did you mean "
+            f"'make'? (give --model {typo}:make); model classes in {typo}: Eager",
+        ),
+        (
+            f"{typo}::make",
+            f"--model {typo}::make: ':make' after ':' is not a Python name; ",
+        ),
+        (
+            "pkg.typo:mkae",
+            "--model pkg.typo:mkae: pkg.typo has no attribute 'mkae'; did you "
+            "mean 'make'? (give --model pkg.typo:make); model classes in "
+            "pkg.typo: Eager",
         ),
     ]
     env = dict(os.environ, PYTHONPATH=str(REPO))

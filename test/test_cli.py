@@ -15,6 +15,7 @@ that nothing else changed.
 import contextlib
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -45,6 +46,13 @@ def site(tmp_path: Path) -> Path:
     return make_site(tmp_path / "site")
 
 
+def state(status: str, rel: str) -> str:
+    """The state ``status`` gives ``rel``: its file line is ``  STATE REL ...``."""
+    match = re.search(rf"^  (\S+(?: shipped)?) +{re.escape(rel)}\b", status, re.M)
+    assert match, status
+    return match.group(1)
+
+
 def hashes(root: Path):
     """Every file, folder and link under ``root`` (see ``sites.snapshot``)."""
     return snapshot(root)
@@ -62,13 +70,24 @@ def read_only(path: Path) -> list:
     return ["unshare", "-rm", "sh", "-c", mount, "sh"]
 
 
+def test_status_lines_up_its_paths(site: Path) -> None:
+    """One column of paths, also beside the longest state, 'not shipped'."""
+    (site / "executorch" / next(iter(TARGETS))).write_text("edited\n")
+    lines = cli(site, "status").stdout.splitlines()[1:-1]
+    assert len(lines) == len(ALL_TARGETS), lines
+    columns = {line.index(rel) for line, rel in zip(lines, ALL_TARGETS)}
+    assert len(columns) == 1, lines
+    states = {line.split()[0] for line in lines}
+    assert {"stock", "unknown"} <= states, lines
+
+
 def test_status_apply_twice_revert(tmp_path: Path, site: Path) -> None:
     (site / "executorch" / EMITTER).chmod(0o640)
     before = hashes(tmp_path)
     status = cli(site, "status")
     assert status.returncode == 0, status.stderr
     assert f"ExecuTorch 1.5.1 at {site / 'executorch'}" in status.stdout
-    assert "stock    exir/emit/_emitter.py" in status.stdout
+    assert state(status.stdout, "exir/emit/_emitter.py") == "stock"
     assert status.stdout.endswith("Stock. `apply` patches it.\n")
 
     applied = cli(site, "apply")
@@ -79,7 +98,7 @@ def test_status_apply_twice_revert(tmp_path: Path, site: Path) -> None:
     assert_only_targets_changed(tmp_path, site, before, "patched")
     assert (site / "executorch" / EMITTER).stat().st_mode & 0o777 == 0o640
     status = cli(site, "status").stdout
-    assert "patched  exir/emit/_emitter.py" in status
+    assert state(status, "exir/emit/_emitter.py") == "patched"
     assert status.endswith("Patched. `revert` restores the stock files.\n")
 
     again = cli(site, "apply")
@@ -125,8 +144,8 @@ def test_a_hand_patched_file(tmp_path: Path, site: Path, first: str) -> None:
 
     (site / "executorch" / EMITTER).write_bytes(PATCHED[EMITTER])
     status = cli(site, "status").stdout
-    assert "patched  exir/emit/_emitter.py" in status
-    assert "stock    devtools/bundled_program/core.py" in status
+    assert state(status, "exir/emit/_emitter.py") == "patched"
+    assert state(status, "devtools/bundled_program/core.py") == "stock"
     assert f"Partly patched (1 of {len(TARGETS)} files)" in status
 
 
@@ -147,7 +166,7 @@ def test_refuses_a_locally_edited_file(tmp_path: Path, site: Path) -> None:
             "pip install --force-reinstall --no-deps executorch==1.5.1",
         )
     status = cli(site, "status").stdout
-    assert "unknown  exir/emit/_emitter.py" in status
+    assert state(status, "exir/emit/_emitter.py") == "unknown"
     assert "neither stock nor patched" in status
     assert hashes(tmp_path) == before
 
@@ -197,7 +216,7 @@ def test_refuses_a_bad_target_file(
     status = cli(site, "status", timeout=30)
     assert status.returncode == 0, status.stderr
     assert f"exir/emit/_emitter.py {reason}" in status.stdout or (
-        f"missing  {EMITTER}" in status.stdout
+        state(status.stdout, EMITTER) == "missing"
     )
     assert hashes(tmp_path) == before
 
@@ -209,7 +228,7 @@ def test_a_missing_subpackage_is_reported_not_taken_for_shadowing(
     before = hashes(tmp_path)
     status = cli(site, "status")
     assert status.returncode == 0, status.stderr
-    assert "  missing  devtools/bundled_program/core.py\n" in status.stdout
+    assert state(status.stdout, "devtools/bundled_program/core.py") == "missing"
     one_line_error(cli(site, "apply"), "core.py is missing", "Nothing was changed")
     assert hashes(tmp_path) == before
 
@@ -547,7 +566,8 @@ def test_unknown_says_why(tmp_path: Path, site: Path, make, reason: str) -> None
     (site / "executorch" / EMITTER).write_bytes(make())
     before = hashes(tmp_path)
     status = cli(site, "status").stdout
-    assert f"  unknown  {EMITTER} ({reason}" in status, status
+    assert state(status, EMITTER) == "unknown"
+    assert f" {EMITTER} ({reason}" in status, status
     one_line_error(cli(site, "apply"), f"{EMITTER} is unknown ({reason}")
     assert hashes(tmp_path) == before
 

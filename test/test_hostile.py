@@ -14,6 +14,7 @@ the package is byte-identical and the package ends stock or fully patched.
 
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -62,9 +63,11 @@ def test_refuses_a_symlinked_folder(tmp_path: Path, site: Path, outside: Path):
             "Nothing was changed",
         )
     status = cli(site, "status").stdout
-    assert "unknown  exir/emit/_emitter.py (folder exir/emit is a symbolic link)" in (
-        status
-    )
+    assert re.search(
+        r"^  unknown +exir/emit/_emitter\.py \(folder exir/emit is a symbolic link\)",
+        status,
+        re.M,
+    ), status
     assert snapshot(tmp_path) == before
 
 
@@ -295,7 +298,12 @@ def test_status_says_once_that_planted_bytecode_blocks_apply(
     status = cli(site, "status", timeout=30)
     assert status.returncode == 0, status.stderr
     lines = status.stdout.splitlines()
-    assert f"  {state:8} {EMITTER} (form: upstream; {reason})" in lines
+    assert any(
+        re.fullmatch(
+            rf"  {state} +{re.escape(f'{EMITTER} (form: upstream; {reason})')}", line
+        )
+        for line in lines
+    ), lines
     then = (
         "`apply` patches it."
         if state == "stock"
@@ -353,9 +361,11 @@ def test_record_that_omits_a_target_beside_listed_files(tmp_path: Path) -> None:
     before = snapshot(tmp_path)
     status = cli(site, "status")
     assert status.returncode == 0, status.stderr
-    assert (
-        f"  unknown  {EMITTER} (this release's RECORD lists its folder but not it)"
-        in status.stdout.splitlines()
+    assert re.search(
+        rf"^  unknown +{re.escape(EMITTER)} \(this release's RECORD lists its "
+        r"folder but not it\)$",
+        status.stdout,
+        re.M,
     ), status.stdout
     assert "Some files are neither stock nor patched" in status.stdout
     one_line_error(cli(site, "apply"), f"{site / 'executorch' / EMITTER} is unknown")

@@ -128,8 +128,8 @@ def test_status_after_a_kill_mid_apply(tmp_path: Path) -> None:
     status = cli(site, "status")
     assert status.returncode == 0, status.stderr
     assert re.search(
-        rf"  patched  {first} \(form: upstream\)\n  patched  {second} \(form: "
-        rf"upstream\)\n  stock    {third} \(form: upstream\)\n",
+        rf"  patched +{first} \(form: upstream\)\n  patched +{second} \(form: "
+        rf"upstream\)\n  stock +{third} \(form: upstream\)\n",
         status.stdout,
     ), status.stdout
     assert f"Partly patched (2 of {len(TARGETS)} files)" in status.stdout

@@ -130,6 +130,192 @@ def test_each_mistake_is_one_line(user_file: Path, spec: str, message: str) -> N
     assert spec in text
 
 
+PAIRS = """
+import torch
+
+
+def net():
+    return torch.nn.Linear(4, 3).eval()
+
+
+def tensor_inputs():
+    return net(), torch.ones(2, 4)
+
+
+def swapped():
+    return (torch.ones(2, 4),), net()
+
+
+def as_list():
+    return [net(), (torch.ones(2, 4),)]
+
+
+def three():
+    return net(), torch.ones(2, 4), torch.ones(2, 4)
+
+
+pair = (net(), torch.ones(2, 4))
+"""
+
+
+@pytest.mark.parametrize(
+    "attr,message",
+    [
+        (
+            "tensor_inputs",
+            "tensor_inputs() returned a tuple (Linear, Tensor): its example "
+            "inputs are a Tensor, not a tuple; return (module, (inputs,)), the "
+            "inputs in a tuple",
+        ),
+        (
+            "swapped",
+            "swapped() returned a tuple (tuple, Linear): the module comes "
+            "second; return (module, example_inputs), the module first",
+        ),
+        (
+            "as_list",
+            "as_list() returned a list (Linear, tuple), not a tuple; return "
+            "(module, example_inputs)",
+        ),
+        (
+            "three",
+            "three() returned a tuple (Linear, Tensor, Tensor) of 3 items, not "
+            "2; return (module, example_inputs), the inputs in one tuple: "
+            "(module, (x, y))",
+        ),
+        (
+            "pair",
+            "its attribute 'pair' is a tuple (Linear, Tensor): its example "
+            "inputs are a Tensor, not a tuple; give (module, (inputs,)), the "
+            "inputs in a tuple",
+        ),
+    ],
+)
+def test_a_pair_that_is_not_module_and_inputs_says_which_part(
+    tmp_path: Path, attr: str, message: str
+) -> None:
+    path = tmp_path / "pairs.py"
+    path.write_text(PAIRS)
+    with pytest.raises(ModelSpecError) as error:
+        models.load_model(f"{path}:{attr}")
+    assert str(error.value) == f"--model {path}:{attr}: {message}"
+
+
+MISSPELT = """
+import torch
+
+
+class Net(torch.nn.Module):
+    def forward(self, x):
+        return x
+
+
+class Eager:
+    def get_eager_model(self):
+        return Net()
+
+    def get_example_inputs(self):
+        return (torch.ones(1),)
+
+
+def make():
+    return Net(), (torch.ones(1),)
+"""
+
+
+def test_a_misspelt_attribute_names_the_candidates_without_importing(
+    tmp_path: Path,
+) -> None:
+    """Read from the source, before anything is imported; the import gives
+    the same answer when the source binds names unseen (``import *``)."""
+    path = tmp_path / "misspelt.py"
+    path.write_text(MISSPELT)
+    expected = (
+        f"--model {path}:mkae: {path} has no attribute 'mkae'; did you mean "
+        f"'make'? (give --model {path}:make); model classes in {path}: Eager"
+    )
+    with pytest.raises(ModelSpecError) as error:
+        models.check_file(f"{path}:mkae")
+    assert str(error.value) == expected
+    dynamic = tmp_path / "dynamic.py"
+    dynamic.write_text("from os.path import *\n" + MISSPELT)
+    models.check_file(f"{dynamic}:mkae")  # the source cannot tell
+    with pytest.raises(ModelSpecError) as error:
+        models.load_model(f"{dynamic}:mkae")
+    assert str(error.value) == expected.replace(str(path), str(dynamic))
+    # No model class and no close name: what may be a model.
+    plain = tmp_path / "plain.py"
+    plain.write_text("import torch\n\ndef build():\n    pass\n\npair = (1, 2)\n")
+    with pytest.raises(ModelSpecError) as error:
+        models.check_file(str(plain))
+    assert str(error.value).endswith(
+        f"has no attribute 'model' (the default when no ':attr' is given); what "
+        f"{plain} defines that may be a model: build, pair (give --model "
+        f"{plain}:build)"
+    )
+
+
+BOUND_EVERY_WAY = """
+import os.path as osp, json
+from typing import List as L
+
+try:
+    a = 1
+except ImportError as b:
+    pass
+for c, (d, e) in []:
+    pass
+with open(__file__) as f:
+    pass
+if (g := 1):
+    h: int = 2
+i = j = 3
+k, *l = [1, 2]
+m += 1 if False else 0
+def n(x=(o := 4)): pass
+class p: q = 5
+match 1:
+    case [r, *s]: pass
+    case {"t": u, **v}: pass
+    case w: pass
+"""
+
+
+def test_every_name_the_source_binds_is_found(tmp_path: Path) -> None:
+    """A name the import would find is never reported missing."""
+    from executorch_device_guard import source_names
+
+    path = tmp_path / "bound.py"
+    path.write_text(BOUND_EVERY_WAY)
+    names = source_names.top_level(path).names
+    expected = set("abcdefghijklmnopruvw") | {"osp", "json", "L"}
+    assert expected <= names, expected - names
+    assert "q" not in names and "x" not in names
+    for dynamic in (
+        "from os import *",
+        "globals()['model'] = 1",
+        "def __getattr__(name): return 1",
+        "def f():\n    global model\n    model = 1",
+        "import sys\nsys.modules[__name__].model = 1",
+        "exec('model = 1')",
+        "vars()['model'] = 1",
+    ):
+        path.write_text(dynamic + "\n")
+        assert source_names.top_level(path) is None, dynamic
+        models.check_file(f"{path}:model")
+
+
+def test_a_second_colon_is_told_at_once() -> None:
+    for spec, attr in (("file.py::make", ":make"), ("pkg.mod:a.b", "a.b")):
+        with pytest.raises(ModelSpecError) as error:
+            models.parse(spec)
+        assert str(error.value) == (
+            f"--model {spec}: {attr!r} after ':' is not a Python name; give "
+            "'package.module:attr' or 'path/file.py:attr', one ':' then the name "
+            "of the model"
+        )
+
+
 def test_a_missing_dependency_is_named(tmp_path: Path) -> None:
     path = tmp_path / "needs_dep.py"
     path.write_text("import dependency_not_installed_xyz\nmodel = None\n")
