@@ -27,7 +27,11 @@ import torch
 
 
 def _custom_ops() -> None:
-    from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
+    # tile_crop's Python module registers what it has for that op.
+    from executorch.extension.llm.custom_ops import (  # noqa: F401
+        custom_ops,
+        op_tile_crop_aot,
+    )
 
 
 def library_ops() -> List[str]:

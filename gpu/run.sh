@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The GPU run (docs/gpu.md): on a CUDA machine with python3 and torch, and
-# ExecuTorch 1.5.1 carried as wheels in .whl/ (no network there). Installs them
+# Steps of the GPU run (docs/gpu.md): on a CUDA machine with python3 and torch, and
+# ExecuTorch $ET (default 1.5.1) carried as wheels in .whl/ (no network there). Installs them
 # into /tmp/site, never into the machine's own Python, then runs gpu/run_gpu.py.
 set -uo pipefail
 source "$(dirname "$0")/install.sh"

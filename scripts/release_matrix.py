@@ -88,6 +88,8 @@ PROBES = {
 CLEAR = re.compile(
     r"^\S*(InternalError|RuntimeError|ValueError): .*is on device cuda:0, but ", re.M
 )
+# The probes whose read, patched, is of a host copy (see test/crash_probes.py).
+COPIED = {"bundled_expected_output"}
 
 
 def torch_pin(version: str, wheel: Path) -> str:
@@ -273,7 +275,11 @@ def release(
                 and where[0] == rel
                 and where[2] == function
             )
-            clear = patched.returncode == 1 and CLEAR.search(patched.stderr) is not None
+            if probe in COPIED:
+                # Test data is read from a host copy: the probe passes.
+                clear = patched.returncode == 0 and "of a CPU copy" in patched.stdout
+            else:
+                clear = patched.returncode == 1 and bool(CLEAR.search(patched.stderr))
             ok = crashed and clear
             message = CLEAR.search(patched.stderr)
             say(

@@ -20,11 +20,11 @@ from torch.export import export
 
 
 class _DeviceStorage(torch.UntypedStorage):
-    """Readable host memory whose storage reports another device.
+    """Host memory whose storage reports another device, and whose pointer,
+    as a device's is to the host, cannot be read through.
 
-    Its bytes stay readable, so that a bundled program that reads them
-    directly, without the host copy that device memory needs, fails the test
-    rather than crashing it.
+    A bundled program that reads it directly gets a NULL pointer and fails
+    the test instead of crashing it; a copy (``cpu()``) still reads the bytes.
     """
 
     claimed_device: torch.device
@@ -32,6 +32,9 @@ class _DeviceStorage(torch.UntypedStorage):
     @property
     def device(self) -> torch.device:
         return self.claimed_device
+
+    def data_ptr(self) -> int:
+        return 0
 
 
 def _claim_device(tensor: torch.Tensor, device: str) -> torch.Tensor:

@@ -10,7 +10,7 @@ import unittest
 
 import torch
 
-from executorch.extension.llm.custom_ops import custom_ops  # noqa
+from executorch.extension.llm.custom_ops import custom_ops, op_tile_crop_aot  # noqa
 from torch.utils._mode_utils import no_dispatch
 
 
@@ -44,8 +44,8 @@ def _on_device(tensor: torch.Tensor, device: str) -> torch.Tensor:
 
 def _error(op: str, argument: str, advice: str) -> str:
     return (
-        f"{op}: argument '{argument}' is on device cuda:0, but ExecuTorch's custom "
-        f"ops run on CPU only. {advice}"
+        f"{op}: argument '{argument}' is on device cuda:0, but this op runs on CPU "
+        f"only. {advice}"
     )
 
 
@@ -88,6 +88,30 @@ class CustomOpsDeviceTensorsTest(unittest.TestCase):
                 _error("preprocess::tile_crop", "input", "Crop the image on CPU."),
             ),
         ]
+
+    def test_every_op_of_the_library_has_a_cuda_kernel(self) -> None:
+        # The library's kernels are registered for every device: each op with
+        # a tensor argument needs one for CUDA that refuses device tensors.
+        def takes_tensors(name: str) -> bool:
+            handle = torch._C._dispatch_find_schema_or_throw(*name.partition(".")[::2])
+            return any("Tensor" in str(a.type) for a in handle.schema().arguments)
+
+        ops = [
+            name
+            for name in sorted(torch._C._dispatch_get_all_op_names())
+            if name.startswith(("llama::", "preprocess::"))
+            and torch._C._dispatch_has_kernel_for_dispatch_key(
+                name, "CompositeExplicitAutograd"
+            )
+            and takes_tensors(name)
+        ]
+        self.assertIn("llama::custom_sdpa", ops)
+        missing = [
+            name
+            for name in ops
+            if not torch._C._dispatch_has_kernel_for_dispatch_key(name, "CUDA")
+        ]
+        self.assertEqual(missing, [])
 
     def test_tensor_on_device_raises(self) -> None:
         # A tensor that dispatches as CUDA over host memory, on any build.
