@@ -51,11 +51,12 @@ class FilePatch:
 
     def for_release(self, version: Optional[str]) -> bool:
         """Whether this change is for ExecuTorch ``version`` (True when the
-        version is unknown: the file's text decides)."""
-        if self.releases is None or version is None:
+        version is unknown or not a release's: the file's text decides)."""
+        key = _release_key(version) if version is not None else None
+        if self.releases is None or key is None:
             return True
         first, last = (_release_key(v) for v in self.releases)
-        return first <= _release_key(version) <= last
+        return first <= key <= last
 
     def apply(self, text: str, reverse: bool = False) -> str:
         """Returns ``text`` with every hunk applied, or raises PatchError."""
@@ -78,12 +79,11 @@ class FilePatch:
         return "".join(lines)
 
 
-def _release_key(version: str) -> Tuple[int, ...]:
-    """(major, minor, patch) of "1.4.1", "1.5.0.dev20260801+cpu" and the like."""
+def _release_key(version: str) -> Optional[Tuple[int, ...]]:
+    """(major, minor, patch) of "1.4.1", "1.5.0.dev20260801+cpu" and the
+    like; None for anything else."""
     match = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
-    if match is None:
-        raise PatchError(f"not a release version: {version!r}")
-    return tuple(int(part or 0) for part in match.groups())
+    return tuple(int(part or 0) for part in match.groups()) if match else None
 
 
 def _find_block(lines: List[str], block: Tuple[str, ...], near: int) -> Optional[int]:

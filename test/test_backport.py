@@ -115,3 +115,19 @@ def test_a_text_that_holds_both_under_one_form_is_unknown() -> None:
     state, _, why, _ = installed._classify(text, (mixed, clean))
     assert state is FileState.UNKNOWN
     assert why == "it holds both the stock and the patched code"
+
+
+def test_a_backport_for_some_releases_is_for_those_alone() -> None:
+    """releases=1.0.0-1.4.1: the distribution's version decides; one that
+    is not a release's leaves it to the file's text."""
+    from executorch_device_guard.patchset import FilePatch
+
+    scoped = FilePatch("x.py", (), ("1.0.0", "1.4.1"))
+    assert [scoped.for_release(v) for v in ("1.0.0", "1.4.1", "1.2.0+cpu")] == [
+        True
+    ] * 3
+    assert [scoped.for_release(v) for v in ("0.7.0", "1.5.0", "1.5.0.dev1")] == [
+        False
+    ] * 3
+    assert scoped.for_release("unknown") and scoped.for_release(None)
+    assert FilePatch("x.py", ()).for_release("1.5.1")
