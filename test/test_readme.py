@@ -4,9 +4,10 @@
 # This source code is licensed under the BSD-style license found in the
 # LICENSE file in the root directory of this source tree.
 
-"""The README is the page a user reads in two minutes: short, its links
-lead somewhere, every figure links to its evidence, and what it tells a
-user to run works."""
+"""The README is the page a user reads in two minutes: short, the fix first,
+its links lead somewhere, every figure links to its evidence, and what it
+tells a user to run works. Every link of every page under docs/ leads
+somewhere, and every evidence folder is linked."""
 
 import os
 import re
@@ -25,11 +26,20 @@ PAGES = [README] + [
     REPO / "docs" / name
     for name in ("check.md", "apply-and-run.md", "contributing.md", "benchmark.md")
 ]
+# Every Markdown page under docs/.
+DOCS = sorted((REPO / "docs").rglob("*.md"))
 QUICK_START = [
     "bash scripts/setup.sh && .venv/bin/executorch-device-guard check   # set up "
-    "(a few minutes), then the main job (about 20 s)",
+    "(a few minutes), then check the issue's model (about 34 s)",
     "bash scripts/setup.sh && .venv/bin/python -m pytest                # set up, "
-    "then the tests (about 20 min)",
+    "then the whole test suite (about 25 min)",
+]
+# How far down the README a user finds the fix: the commands that get it.
+FIX_WITHIN = 40
+FIX = [
+    "## Get the fix",
+    "executorch-device-guard run -- python export.py",
+    "executorch-device-guard apply",
 ]
 
 
@@ -44,11 +54,41 @@ def test_the_readme_is_short() -> None:
     assert len(lines) <= 150, len(lines)
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_the_fix_comes_first() -> None:
+    """How to get the fix, within the README's first lines."""
+    lines = README.read_text().splitlines()
+    for text in FIX:
+        where = [i for i, line in enumerate(lines) if line.startswith(text)]
+        assert where and where[0] < FIX_WITHIN, (text, where)
+
+
+def test_each_quick_start_line_is_said_complete_on_its_own() -> None:
+    text = README.read_text()
+    quick = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert "complete on its own" in quick
+    assert "the long one, every test" in quick
+
+
+@pytest.mark.parametrize("page", PAGES + DOCS, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_relative_link_exists(page: Path) -> None:
     found = links(page)
     missing = [t for t in found if not (page.parent / t.split("#")[0]).exists()]
     assert missing == [], missing
+
+
+def test_every_evidence_folder_is_linked() -> None:
+    """What no page links is gone (git history keeps it), not left in docs/."""
+    linked = {
+        (page.parent / t.split("#")[0]).resolve()
+        for page in [README] + DOCS
+        for t in links(page)
+    }
+    folders = [p for p in (REPO / "docs" / "evidence").iterdir() if p.is_dir()]
+    assert folders
+    for folder in folders:
+        inside = {p for p in linked if p == folder or folder in p.parents}
+        assert inside, f"nothing links {folder.relative_to(REPO)}"
+    assert not list((REPO / "docs").glob("gpu-run-*"))
 
 
 def test_the_readme_links_the_user_pages() -> None:
