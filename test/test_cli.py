@@ -154,7 +154,7 @@ def test_refuses_a_locally_edited_file(tmp_path: Path, site: Path) -> None:
     path.write_text(
         path.read_text().replace(
             "            spec_array_type = (",
-            "            # local edit\n            spec_array_type = (",
+            "            spec_array_type = (  # local edit",
         )
     )
     before = hashes(tmp_path)
@@ -536,7 +536,7 @@ def _edited(text: bytes) -> bytes:
     """A local edit inside the emitter's hunk (stock or patched alike)."""
     return text.replace(
         b"            spec_array_type = (",
-        b"            # local edit\n            spec_array_type = (",
+        b"            spec_array_type = (  # local edit",
     )
 
 
@@ -553,11 +553,11 @@ def _edited(text: bytes) -> bytes:
         ),
         (
             lambda: _edited(STOCK[EMITTER]),
-            "edited: differs from the stock text in lines 452-457 (hunk 2)",
+            "edited: differs from the stock text in lines 455-460 (hunk 2)",
         ),
         (
             lambda: _edited(PATCHED[EMITTER]),
-            "edited: differs from the patched text in lines 482-488 (hunk 2)",
+            "edited: differs from the patched text in lines 486-493 (hunk 2)",
         ),
     ],
     ids=["crlf-stock", "crlf-patched", "edited-stock", "edited-patched"],
