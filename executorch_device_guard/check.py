@@ -434,9 +434,7 @@ class Verdict:
             )
         elif self.exit_code == 0:
             rows = f"{self.reached} device row{'s' if self.reached != 1 else ''}"
-            copied = (
-                ", reads bundled test data from a host copy" if self.copied else ""
-            )
+            copied = ", reads bundled test data from a host copy" if self.copied else ""
             if self.cpu_same:
                 out.append(
                     "OK: patched ExecuTorch crashes nowhere, names the device in "

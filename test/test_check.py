@@ -68,6 +68,26 @@ def test_verdict(device: str, stock: Outcome, patched: Outcome, problem) -> None
         assert len(row.problems) == 1 and problem in row.problems[0]
 
 
+def test_a_bundled_device_row_passes_with_the_cpu_rows_bytes() -> None:
+    """The bundled program reads test data on a device from a host copy: a
+    device row passes when patched gives the bytes of the path's CPU row."""
+    crash = Outcome(-11, None, "")
+    copied, other = Outcome(0, CPU_OK, ""), Outcome(0, {**CPU_OK, "files": {}}, "")
+    host = CPU_OK["files"]
+    same = Row("bundled", "fake:cuda:0", {"stock": crash, "patched": copied}, host)
+    assert same.problems == [] and same.reached
+    verdict = check.judge([same]).lines()[-1]
+    assert verdict.startswith(
+        "OK: patched ExecuTorch crashes nowhere and names the device in every "
+        "error, reads bundled test data from a host copy"
+    )
+    differs = Row("bundled", "fake:cuda:0", {"stock": crash, "patched": other}, host)
+    assert "bundle differs from the CPU row's" in differs.problems[0]
+    # On every other path, a device's data read as if it were the host's.
+    emitter = Row("emitter", "fake:cuda:0", {"stock": crash, "patched": copied})
+    assert "exports where stock fails" in emitter.problems[0]
+
+
 @pytest.mark.parametrize(
     "device,stock,patched,tool_error",
     [
@@ -144,7 +164,17 @@ def test_default_check_json() -> None:
             assert stock["returncode"] == -11, key
             assert stock["summary"] == "SIGSEGV (exit 139)", key
         device = key[1].replace("fake:", "")
-        assert f"is on device {device}," in patched["summary"], key
+        if key == ("bundled", "fake:cuda:0"):
+            # Test data: read from a host copy, the CPU row's bytes.
+            assert patched["summary"] == "ok", key
+            assert patched["result"]["files"] == (
+                rows[("bundled", "cpu")]["stock"]["result"]["files"]
+            )
+        elif key == ("bundled", "meta"):
+            assert "Cannot copy out of meta tensor" in patched["summary"], key
+        else:
+            assert f"is on device {device}," in patched["summary"], key
+        assert row["reached"], key
         assert row["problems"] == row["tool_errors"] == [], key
     assert rows[("emitter", "meta")]["stock"]["summary"] == (
         "InternalError: Failed with error: NULL pointer access"
@@ -235,6 +265,14 @@ def test_batchnorm_model_on_every_path(tmp_path: Path) -> None:
         if row["device"].startswith("fake:"):
             assert stock["summary"] == "SIGSEGV (exit 139)", row
             assert re.search(CRASH_SITES[row["path"]], stock["stderr"]), stock["stderr"]
+        assert row["reached"] and row["problems"] == [], row
+        if row["path"] == "bundled":
+            # Test data: a host copy of it is read (meta has none to copy).
+            assert patched["summary"] in (
+                "ok",
+                "NotImplementedError: Cannot copy out of meta tensor; no data!",
+            ), row
+            continue
         device = row["device"].replace("fake:", "")
         assert f"is on device {device}," in patched["summary"], row
     # The fused weights that XNNPACK's and Vulkan's BatchNorm fusion made on
@@ -1271,9 +1309,12 @@ def test_lstm_with_nested_inputs_on_every_path() -> None:
         else:
             assert row["reached"], row
             assert row["stock"]["summary"] == "SIGSEGV (exit 139)", row
-    # The bundled expected outputs, flattened: y, then h and c.
-    assert "Bundled expected output 0 of " in (
-        rows[("bundled", "fake:cuda:0")]["patched"]["summary"]
+    # The bundled expected outputs, flattened (y, then h and c), are read
+    # from host copies: the CPU row's bytes.
+    bundled = rows[("bundled", "fake:cuda:0")]["patched"]
+    assert bundled["summary"] == "ok"
+    assert bundled["result"]["files"] == (
+        rows[("bundled", "cpu")]["stock"]["result"]["files"]
     )
 
 
