@@ -44,6 +44,12 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from executorch_device_guard.patchset import patched_files  # noqa: E402
+
+# What apply installs: every target, for the releases it is for.
+TARGETS = patched_files(REPO, install=True)
 
 # Probe -> (file, function) of the host read it reaches, and the folder the
 # release must ship for the probe to apply.
@@ -233,7 +239,10 @@ def release(
         command = [str(python), "-c", "import executorch.exir"]
         if not probes:
             shipped = {
-                r for r, _, _ in PROBES.values() if (site / "executorch" / r).is_file()
+                r
+                for r, patches in TARGETS.items()
+                if (site / "executorch" / r).is_file()
+                and patches[0].for_release(version)
             }
             command = [str(python), "-c", SEES, *sorted(shipped)]
         proc = sh([*tool, "run", "--", *command], env=env, cwd=base)
