@@ -52,6 +52,7 @@ from executorch_device_guard.confined import Package, Unsafe
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.patchset import (
     apply_all,
+    BACKPORT,
     FilePatch,
     Form,
     forms as forms_of,
@@ -255,7 +256,7 @@ def _why_unknown(text: str, forms: Tuple[Form, ...]) -> str:
     _, reverse, missing, name = min(candidates, key=lambda c: (c[0], c[1]))
     closest = "patched" if reverse else "stock"
     why = f"edited: differs from the {closest} text"
-    if name != UPSTREAM:
+    if name not in (UPSTREAM, BACKPORT):
         why += f" of the {name} form"
     if missing:
         number, hunk = missing[0]

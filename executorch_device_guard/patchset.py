@@ -48,6 +48,8 @@ class FilePatch:
     # A backport-only change's releases, (first, last) as "1.0.0"; None for
     # every release that ships the file (see read_series).
     releases: Optional[Tuple[str, str]] = None
+    # From patches/backports/series: a change not for upstream.
+    backport: bool = False
 
     def for_release(self, version: Optional[str]) -> bool:
         """Whether this change is for ExecuTorch ``version`` (True when the
@@ -175,7 +177,11 @@ class SeriesEntry:
     @property
     def file_patches(self) -> List[FilePatch]:
         return [
-            dataclasses.replace(file_patch, releases=self.releases)
+            dataclasses.replace(
+                file_patch,
+                releases=self.releases,
+                backport=self.patch_path.parent.name == BACKPORTS,
+            )
             for file_patch in parse_diff(self.diff)
         ]
 
@@ -268,7 +274,7 @@ def apply_all(patches: List[FilePatch], text: str, reverse: bool = False) -> str
 @dataclasses.dataclass(frozen=True)
 class Form:
     """One text of the change to one file: the series' own hunks
-    (``UPSTREAM``), or a backport's, whose hunks fit the stock file of the
+    (``UPSTREAM``; ``BACKPORT`` for a backport-only change), or a backport's, whose hunks fit the stock file of the
     releases it is named after (see ``read_backports``)."""
 
     name: str
@@ -276,6 +282,7 @@ class Form:
 
 
 UPSTREAM = "upstream"
+BACKPORT = "backport"
 
 # Backports: patches/backports/RELEASES.diff, one unified diff per file whose
 # series hunks do not fit the stock file of those releases (e.g.
@@ -308,7 +315,9 @@ def forms(patches: Sequence[FilePatch]) -> Tuple[Form, ...]:
     backports for older releases that the tool ships (``data_root()``)."""
     from executorch_device_guard import data_root
 
-    own = Form(UPSTREAM, tuple(patches))
+    own = Form(
+        BACKPORT if patches and patches[0].backport else UPSTREAM, tuple(patches)
+    )
     if not patches:
         return (own,)
     return (own, *_backports(data_root()).get(patches[0].path, ()))

@@ -24,7 +24,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from executorch_device_guard import data_root  # noqa: E402
-from executorch_device_guard.installed import classify, form, UPSTREAM  # noqa: E402
+from executorch_device_guard.installed import (  # noqa: E402
+    BACKPORT,
+    classify,
+    form,
+    UPSTREAM,
+)
 from executorch_device_guard.patchset import patched_files  # noqa: E402
 
 
@@ -62,7 +67,9 @@ def main(git_dir: str, refs: list) -> int:
             text = show.stdout if show.returncode == 0 else None
             cell = classify(text, patches)[0].value
             name = form(text, patches) if text is not None else ""
-            cells.append(cell + (f" ({name})" if name not in ("", UPSTREAM) else ""))
+            cells.append(
+                cell + (f" ({name})" if name not in ("", UPSTREAM, BACKPORT) else "")
+            )
         print(f"| {ref} | " + " | ".join(cells) + " |")
     return 0
 

@@ -53,8 +53,8 @@ FORMS_1_0_0 = {
     VULKAN: "v1.0.0-v1.1.0",
     "extension/llm/custom_ops/custom_ops.py": "upstream",
     "extension/llm/custom_ops/op_tile_crop_aot.py": "upstream",
-    MPS: "upstream",
-    RUNTIME: "upstream",
+    MPS: "backport",
+    RUNTIME: "backport",
 }
 
 
