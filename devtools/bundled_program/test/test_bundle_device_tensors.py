@@ -70,5 +70,5 @@ class TestBundleDeviceTensors(unittest.TestCase):
         self.assertEqual(self._bundle([output]), self._bundle([self.output]))
 
     def test_meta_expected_output_is_refused(self) -> None:
-        with self.assertRaisesRegex(NotImplementedError, "meta tensor; no data"):
+        with self.assertRaises(NotImplementedError):
             self._bundle([torch.empty(2, 3, device="meta")])
