@@ -15,6 +15,7 @@ then the files it adds, copied here at their ExecuTorch paths. The patch files
 carry no author or date: ``export`` writes the exporter's own identity.
 """
 
+import os
 import re
 import subprocess
 import sys
@@ -57,26 +58,35 @@ def _flags(series: Path) -> dict:
 
 def _alone(checkout: Path, base: str, commits: List[str]) -> List[str]:
     """Each commit as it applies alone onto ``base``: each is its own pull
-    request off main, so its diff and index lines are against main."""
-    worktree = Path(tempfile.mkdtemp()) / "alone"
-    git(checkout, "worktree", "add", "-q", "--detach", str(worktree), base)
-    try:
-        alone = []
+    request off main, so its diff and index lines are against main. Built in a
+    scratch index, with no work tree, so that a mirror that lacks some of
+    main's large blobs serves as well as a full clone."""
+    alone = []
+    with tempfile.TemporaryDirectory() as scratch:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index")}
         for commit in commits:
-            git(worktree, "reset", "-q", "--hard", base)
-            git(
-                worktree,
-                "-c",
-                "user.name=import",
-                "-c",
-                "user.email=i@i",
-                "cherry-pick",
-                commit,
+            subprocess.run(
+                ["git", "-C", str(checkout), "read-tree", base], check=True, env=env
             )
-            alone.append(git(worktree, "rev-parse", "HEAD").strip())
-        return alone
-    finally:
-        git(checkout, "worktree", "remove", "--force", str(worktree))
+            subprocess.run(
+                ["git", "-C", str(checkout), "apply", "--cached"],
+                input=git(checkout, "diff", "--binary", f"{commit}^", commit),
+                text=True,
+                check=True,
+                env=env,
+            )
+            tree = subprocess.run(
+                ["git", "-C", str(checkout), "write-tree", "--missing-ok"],
+                check=True,
+                capture_output=True,
+                text=True,
+                env=env,
+            ).stdout.strip()
+            message = git(checkout, "log", "-1", "--format=%B", commit)
+            alone.append(
+                git(checkout, "commit-tree", tree, "-p", base, "-m", message).strip()
+            )
+    return alone
 
 
 def main(checkout: Path, base: str) -> int:

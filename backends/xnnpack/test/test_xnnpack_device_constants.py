@@ -14,31 +14,8 @@ from executorch.backends.xnnpack.operators import node_visitor
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 from executorch.backends.xnnpack.utils.utils import get_param_tensor
 from executorch.exir import to_edge_transform_and_lower
+from executorch.exir.backend.test.device_util import on_device
 from torch.export import export
-
-
-class _DeviceStorage(torch.UntypedStorage):
-    """Readable host memory whose storage reports another device.
-
-    XNNPACK must refuse a device's memory before reading it from the host.
-    These bytes stay readable, so code that reads them without checking the
-    device serializes them, and the test fails instead of crashing.
-    """
-
-    claimed_device: torch.device
-
-    @property
-    def device(self) -> torch.device:
-        return self.claimed_device
-
-
-def _claim_device(tensor: torch.Tensor, device: str) -> torch.Tensor:
-    storage = _DeviceStorage(tensor.untyped_storage().nbytes())
-    storage.claimed_device = torch.device(device)
-    storage.copy_(tensor.untyped_storage())
-    return torch.empty(0, dtype=tensor.dtype).set_(
-        storage, tensor.storage_offset(), tensor.size(), tensor.stride()
-    )
 
 
 class LinearReLU(torch.nn.Module):
@@ -56,8 +33,8 @@ class TestXnnpackDeviceConstants(unittest.TestCase):
 
         def fetch_on_cuda(exported_program, node):
             # The weight as XNNPACK fetches it, after the lowering's copies.
-            weight = _claim_device(get_param_tensor(exported_program, node), "cuda:0")
-            self.assertEqual(str(weight.untyped_storage().device), "cuda:0")
+            weight = on_device(get_param_tensor(exported_program, node), "cuda:0")
+            self.assertEqual(str(weight.device), "cuda:0")
             return weight
 
         with mock.patch.object(node_visitor, "get_param_tensor", fetch_on_cuda):
@@ -81,6 +58,6 @@ class TestXnnpackDeviceConstants(unittest.TestCase):
         self.assertEqual(
             str(context.exception),
             "Constant tensor data for 'linear.weight' is on device meta, but "
-            "XNNPACK serializes constant data from CPU memory. A meta tensor has no "
-            "data: load or initialize it on CPU before lowering.",
+            "XNNPACK serializes constant data from CPU memory. Move the model to "
+            "CPU before lowering it to XNNPACK.",
         )

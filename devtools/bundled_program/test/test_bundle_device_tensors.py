@@ -16,34 +16,8 @@ from executorch.devtools.bundled_program.serialize import (
     serialize_from_bundled_program_to_flatbuffer,
 )
 from executorch.exir import to_edge
+from executorch.exir.backend.test.device_util import on_device_storage
 from torch.export import export
-
-
-class _DeviceStorage(torch.UntypedStorage):
-    """Host memory whose storage reports another device, and whose pointer,
-    as a device's is to the host, cannot be read through.
-
-    A bundled program that reads it directly gets a NULL pointer and fails
-    the test instead of crashing it; a copy (``cpu()``) still reads the bytes.
-    """
-
-    claimed_device: torch.device
-
-    @property
-    def device(self) -> torch.device:
-        return self.claimed_device
-
-    def data_ptr(self) -> int:
-        return 0
-
-
-def _claim_device(tensor: torch.Tensor, device: str) -> torch.Tensor:
-    storage = _DeviceStorage(tensor.untyped_storage().nbytes())
-    storage.claimed_device = torch.device(device)
-    storage.copy_(tensor.untyped_storage())
-    return torch.empty(0, dtype=tensor.dtype).set_(
-        storage, tensor.storage_offset(), tensor.size(), tensor.stride()
-    )
 
 
 class TestBundleDeviceTensors(unittest.TestCase):
@@ -64,7 +38,7 @@ class TestBundleDeviceTensors(unittest.TestCase):
         )
 
     def test_expected_output_on_device_is_bundled_from_a_host_copy(self) -> None:
-        output = _claim_device(self.output, "cuda:0")
+        output = on_device_storage(self.output, "cuda:0")
         # The premise: the bundled program reads a storage on cuda:0.
         self.assertEqual(str(output.untyped_storage().device), "cuda:0")
         self.assertEqual(self._bundle([output]), self._bundle([self.output]))

@@ -17,57 +17,10 @@ from executorch.exir import (
     schema,
     to_edge,
 )
-from executorch.exir.backend.test.device_util import DeviceAwarePartitioner
-from executorch.exir.error import InternalError
+from executorch.exir.backend.test.device_util import DeviceAwarePartitioner, on_device
+from executorch.exir.error import ExportError, InternalError
 from parameterized import parameterized
 from torch.export import export
-
-CUDA_ADVICE = (
-    "Move the model to CPU before export, or lower the ops that use it with "
-    "CudaPartitioner."
-)
-META_ADVICE = "A meta tensor has no data: load or initialize it on CPU."
-
-# cuda and xpu need no accelerator (see _DeviceStorage); meta is a real
-# device without data. Each gets the advice that fits it.
-DEVICES = [
-    ("cuda:0", CUDA_ADVICE),
-    ("xpu:0", "Move the model to CPU before export."),
-    ("meta", META_ADVICE),
-]
-
-
-class _DeviceStorage(torch.UntypedStorage):
-    """Readable host memory whose storage reports another device.
-
-    The emitter must refuse a device's memory before reading it from the host.
-    These bytes stay readable, so an emitter that reads them without checking
-    the device serializes them, and the test fails instead of crashing.
-    """
-
-    claimed_device: torch.device
-
-    @property
-    def device(self) -> torch.device:
-        return self.claimed_device
-
-
-def _claim_device(tensor: torch.Tensor, device: str) -> torch.Tensor:
-    if device == "meta":
-        return tensor.to("meta")
-    storage = _DeviceStorage(tensor.untyped_storage().nbytes())
-    storage.claimed_device = torch.device(device)
-    storage.copy_(tensor.untyped_storage())
-    return torch.empty(0, dtype=tensor.dtype).set_(
-        storage, tensor.storage_offset(), tensor.size(), tensor.stride()
-    )
-
-
-def _constant_error(fqn: str, device: str, advice: str) -> str:
-    return (
-        f"Constant tensor data for '{fqn}' is on device {device}, but ExecuTorch "
-        f"can only serialize constant data from CPU memory. {advice}"
-    )
 
 
 class LinearReLU(torch.nn.Module):
@@ -101,23 +54,27 @@ class TestEmitDeviceConstants(unittest.TestCase):
     def _edge(self, model: torch.nn.Module, *inputs) -> EdgeProgramManager:
         return to_edge(export(model.eval(), inputs, strict=True))
 
-    def _on_device(self, tensor: torch.Tensor, device: str) -> torch.Tensor:
-        moved = _claim_device(tensor, device)
-        # Each case's premise: the emitter will read a storage on this device.
-        self.assertEqual(str(moved.untyped_storage().device), device)
-        return moved
-
     def _move_constant(self, edge: EdgeProgramManager, fqn: str, device: str):
         state_dict = edge.exported_program().state_dict
-        state_dict[fqn] = self._on_device(state_dict[fqn], device)
+        if device == "meta":
+            state_dict[fqn] = state_dict[fqn].to(device)
+        else:
+            state_dict[fqn] = on_device(state_dict[fqn], device)
+        # The premise: the emitter reads a storage on this device.
+        self.assertEqual(str(state_dict[fqn].untyped_storage().device), device)
 
-    @parameterized.expand(DEVICES)
-    def test_constant_on_device_raises(self, device, advice) -> None:
+    @parameterized.expand(["cuda:0", "mps:0", "xpu:0", "meta"])
+    def test_constant_on_device_raises(self, device) -> None:
         edge = self._edge(LinearReLU(), torch.ones(2, 4))
         self._move_constant(edge, "linear.weight", device)
         with self.assertRaisesRegex(
             InternalError,
-            re.escape(_constant_error("linear.weight", device, advice))
+            re.escape(
+                f"Constant tensor data for 'p_linear_weight' is on device {device}, "
+                "but ExecuTorch can only serialize constant data from CPU memory. "
+                "Move the model to CPU before export, or delegate the ops that use "
+                "it to a backend for that device."
+            )
             + r"(.|\n)*--> %p_linear_weight",
         ):
             edge.to_executorch()
@@ -125,20 +82,16 @@ class TestEmitDeviceConstants(unittest.TestCase):
     def test_constant_method_on_device_raises(self) -> None:
         edge = to_edge(
             export(LinearReLU().eval(), (torch.ones(2, 4),), strict=True),
-            constant_methods={"get_scale": self._on_device(torch.ones(3), "cuda:0")},
+            constant_methods={"get_scale": on_device(torch.ones(3), "cuda:0")},
         )
-        # The value belongs to no graph: the message has no node dump.
-        with self.assertRaisesRegex(
-            InternalError,
-            "^"
-            + re.escape(
-                _constant_error(
-                    "get_scale", "cuda:0", "Pass a CPU tensor in constant_methods."
-                )
-            )
-            + "$",
-        ):
+        with self.assertRaises(ExportError) as context:
             edge.to_executorch()
+        self.assertEqual(
+            str(context.exception),
+            "[ExportErrorType.NOT_SUPPORTED]: Error emitting get_scale: its tensor "
+            "is on device cuda:0, but ExecuTorch can only serialize constant data "
+            "from CPU memory. Pass a CPU tensor in constant_methods.",
+        )
 
     def test_constant_of_device_delegate_is_serialized(self) -> None:
         # The guard reads the storage's device, not spec.device: without device
