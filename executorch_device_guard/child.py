@@ -57,7 +57,7 @@ import os
 import random
 import sys
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Tuple
 
 FLOWS = ["emit", "xnnpack", "vulkan", "bundled", "cuda-partitioner"]
 OUTCOMES = ("ok", "error", "n/a", "setup-error", "tool-error")
@@ -192,7 +192,9 @@ def _emit(model: Any, device: str, external_constants: bool) -> Any:
         return edge.to_executorch(config)
 
 
-def _device_in_preprocess(backend: Any, name: str, device: str) -> None:
+def _device_in_preprocess(
+    backend: Any, name: str, device: str, fetch: Tuple[Any, str]
+) -> None:
     """A delegate's preprocess (``backend``'s, e.g. XnnpackBackend) gets its
     program's constants on ``device``.
 
@@ -200,9 +202,14 @@ def _device_in_preprocess(backend: Any, name: str, device: str) -> None:
     tensors are put in place where the delegate starts on the real
     constants: at the start of preprocess, before its own passes (BatchNorm
     fusion and the rest) and its serializer. Tensors those passes derive stay
-    on the device (keep_device_claims), as they would on a real one.
+    on the device (keep_device_claims), as they would on a real one, and the
+    serializer's ``fetch`` of each constant reports its device.
     """
-    from executorch_device_guard.fake_device import keep_device_claims, tables_on_device
+    from executorch_device_guard.fake_device import (
+        fetch_reports_device,
+        keep_device_claims,
+        tables_on_device,
+    )
 
     original = backend.preprocess
 
@@ -212,20 +219,29 @@ def _device_in_preprocess(backend: Any, name: str, device: str) -> None:
             tables_on_device(tables, device)
         _on_device()
         _step(f"{name} preprocess")
-        with keep_device_claims():
+        with keep_device_claims(), fetch_reports_device(*fetch):
             return original(edge_program, compile_specs)
 
     backend.preprocess = staticmethod(preprocess)
 
 
-def _lowered(model: Any, device: str, backend: Any, name: str, partitioner: Any) -> Any:
+def _lowered(
+    model: Any,
+    device: str,
+    backend: Any,
+    name: str,
+    partitioner: Any,
+    fetch: Tuple[Any, str],
+) -> Any:
     """The model lowered with ``partitioner`` to ``backend`` (the delegate
-    ``name``'s BackendDetails), then to_executorch(); on a moved device, the
-    constants are there from the start of the delegate's preprocess."""
+    ``name``'s BackendDetails, whose serializer gets each constant from
+    ``fetch``, an owner and an attribute), then to_executorch(); on a moved
+    device, the constants are there from the start of the delegate's
+    preprocess."""
     from executorch.exir import to_edge_transform_and_lower
 
     if _is_moved(device):
-        _device_in_preprocess(backend, name, _target_device(device))
+        _device_in_preprocess(backend, name, _target_device(device), fetch)
     exported = _export(model)
     _step(f"to_edge_transform_and_lower with {type(partitioner).__name__}")
     edge = to_edge_transform_and_lower(exported, partitioner=[partitioner])
@@ -242,11 +258,15 @@ def _xnnpack(model: Any, device: str) -> Any:
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
         XnnpackPartitioner,
     )
+    from executorch.backends.xnnpack.operators import node_visitor
     from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend
 
     if device == "meta":
         raise NotApplicable("meta weights fail in lowering's decompositions first")
-    return _lowered(model, device, XnnpackBackend, "XNNPACK", XnnpackPartitioner())
+    fetch = (node_visitor, "get_param_tensor")
+    return _lowered(
+        model, device, XnnpackBackend, "XNNPACK", XnnpackPartitioner(), fetch
+    )
 
 
 def _vulkan(model: Any, device: str) -> Any:
@@ -255,9 +275,15 @@ def _vulkan(model: Any, device: str) -> Any:
     from executorch.backends.vulkan.partitioner.vulkan_partitioner import (
         VulkanPartitioner,
     )
+    from executorch.backends.vulkan.serialization.vulkan_graph_builder import (
+        VkGraphBuilder,
+    )
     from executorch.backends.vulkan.vulkan_preprocess import VulkanBackend
 
-    return _lowered(model, device, VulkanBackend, "Vulkan", VulkanPartitioner())
+    fetch = (VkGraphBuilder, "get_param_tensor")
+    return _lowered(
+        model, device, VulkanBackend, "Vulkan", VulkanPartitioner(), fetch
+    )
 
 
 def _bundled(model: Any, device: str) -> Any:

@@ -67,15 +67,20 @@ def build_overlay(
     dest: Path,
     patched: bool,
     found: Optional[Dict[str, Inspection]] = None,
+    support: Optional[Dict[str, str]] = None,
 ) -> Path:
     """Creates ``dest/executorch``, stock or patched, and returns ``dest``.
 
     Works from a stock or an already patched installation. ``found`` is
-    ``inspect_targets``'s answer, if the caller has it already.
+    ``inspect_targets``'s answer, if the caller has it already. ``support``
+    (ExecuTorch path -> text) is written as it is, stock or patched: the test
+    helpers that the series' tests import.
     """
     if found is None:
         found = inspect_targets(installed, targets)
-    files: Dict[Path, bytes] = {}
+    files: Dict[Path, bytes] = {
+        Path(rel): text.encode("utf-8") for rel, text in (support or {}).items()
+    }
     for rel, inspection in found.items():
         if inspection.state in _installed.LEFT_ALONE:
             continue

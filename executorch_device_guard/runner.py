@@ -41,6 +41,7 @@ from executorch_device_guard.errors import GuardError
 from executorch_device_guard.installed import executorch_root
 from executorch_device_guard.overlay import build_overlay, inspect_targets, NO_BYTECODE
 from executorch_device_guard.patchset import patched_files
+from executorch_device_guard.series_files import test_support
 
 EMITTERS = ("stock", "patched")
 
@@ -246,6 +247,7 @@ class Emitters:
         # What apply installs; with ``upstream``, the upstream series instead.
         targets = patched_files(root or data_root(), install=not upstream)
         found = inspect_targets(installed, targets)
+        support = test_support(root or data_root(), installed) if upstream else {}
         self._closing = False
         self._parents: Dict[str, Optional[warm.WarmParent]] = {}
         self._failed: Set[warm.WarmParent] = set()
@@ -255,7 +257,12 @@ class Emitters:
         try:
             self.paths = {
                 name: build_overlay(
-                    installed, targets, self.base / name, name == "patched", found
+                    installed,
+                    targets,
+                    self.base / name,
+                    name == "patched",
+                    found,
+                    support,
                 )
                 for name in EMITTERS
             }

@@ -52,12 +52,28 @@ def new_files(root: Path) -> Dict[str, str]:
     }
 
 
+def _is_test_module(rel: str) -> bool:
+    return Path(rel).name.startswith("test_")
+
+
 def upstream_tests(root: Path, installed_root: Path) -> Dict[str, str]:
     """The series' tests: its new test modules, and the existing ones it edits."""
     changed = changed_files(root, installed_root, tests=True)
     return {
-        **{rel: text for rel, text in changed.items() if is_test(rel)},
+        **{rel: text for rel, text in changed.items() if _is_test_module(rel)},
         **new_files(root),
+    }
+
+
+def test_support(root: Path, installed_root: Path) -> Dict[str, str]:
+    """The test helpers the series edits (e.g. ``exir/backend/test/device_util.py``),
+    which its tests import from ExecuTorch: an overlay needs them, stock or
+    patched."""
+    changed = changed_files(root, installed_root, tests=True)
+    return {
+        rel: text
+        for rel, text in changed.items()
+        if is_test(rel) and not _is_test_module(rel)
     }
 
 

@@ -15,13 +15,16 @@ host: an unguarded read kills the process with SIGSEGV exactly as on a real
 GPU, and a guarded one raises an error naming the device (exit code 1).
 """
 
+import contextlib
 import ctypes
 import math
 import sys
-from typing import Callable, Dict
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 from executorch_device_guard.fake_device import (
+    DeviceTensor,
+    fetch_reports_device,
     keep_device_claims,
     NoAccessMemory,
     on_device,
@@ -82,7 +85,8 @@ def emitter_initialized_mutable_buffer() -> None:
 def emitter_constant_method() -> None:
     from executorch.exir import to_edge
 
-    methods = {"get_scale": on_storage(torch.ones(3))}
+    # The value reports its device, as a real device tensor does.
+    methods = {"get_scale": on_storage(torch.ones(3)).as_subclass(DeviceTensor)}
     program = export(linear_relu(), (torch.ones(2, 4),))
     to_edge(program, constant_methods=methods).to_executorch()
 
@@ -115,31 +119,37 @@ def bundled_expected_output() -> None:
     print(f"bundled {len(data)} bytes, those of a CPU copy")
 
 
-def _lower(partitioner: object) -> None:
+def _lower(partitioner: object, fetch: Optional[Tuple[Any, str]] = None) -> None:
     from executorch.exir import to_edge_transform_and_lower
 
     # Before lowering, which reads the weights; lowering copies the program,
-    # and keep_device_claims() keeps the copies on the device.
+    # and keep_device_claims() keeps the copies on the device. The delegate's
+    # fetch of a weight to serialize (``fetch``) reports its device.
     program = export(linear_relu(), (torch.ones(2, 4),))
     program.state_dict["0.weight"] = on_storage(program.state_dict["0.weight"])
-    with keep_device_claims():
+    reports = fetch_reports_device(*fetch) if fetch else contextlib.nullcontext()
+    with keep_device_claims(), reports:
         to_edge_transform_and_lower(program, partitioner=[partitioner])
 
 
 def xnnpack_weight() -> None:
+    from executorch.backends.xnnpack.operators import node_visitor
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
         XnnpackPartitioner,
     )
 
-    _lower(XnnpackPartitioner())
+    _lower(XnnpackPartitioner(), (node_visitor, "get_param_tensor"))
 
 
 def vulkan_weight() -> None:
     from executorch.backends.vulkan.partitioner.vulkan_partitioner import (
         VulkanPartitioner,
     )
+    from executorch.backends.vulkan.serialization.vulkan_graph_builder import (
+        VkGraphBuilder,
+    )
 
-    _lower(VulkanPartitioner())
+    _lower(VulkanPartitioner(), (VkGraphBuilder, "get_param_tensor"))
 
 
 def mps_weight() -> None:

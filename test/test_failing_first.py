@@ -52,15 +52,11 @@ GPU_MODULES = series_test_modules(REPO, executorch_root(), gpu=True)
 # A pytest plugin that makes the tests' stand-in for device memory lose its
 # device, as it would if torch stopped keeping a storage's Python object.
 LOST_DEVICE_PLUGIN = """
-import torch
-
 def pytest_collection_modifyitems(items):
     for item in items:
-        stand_in = getattr(item.module, "_DeviceStorage", None)
-        if stand_in is not None:
-            stand_in.device = property(lambda self: torch.device("cpu"))
-        if hasattr(item.module, "_on_device"):
-            item.module._on_device = lambda tensor, device: tensor
+        for name in ("on_device", "on_device_storage", "_on_device"):
+            if hasattr(item.module, name):
+                setattr(item.module, name, lambda tensor, device: tensor)
 """
 
 
@@ -87,12 +83,16 @@ VULKAN = (
 CUSTOM_OPS = (
     "extension/llm/custom_ops/test_device_tensors.py::CustomOpsDeviceTensorsTest::"
 )
-COPY_OF_CONSTANT = (
-    "exir/tests/test_propagate_device_pass.py::TestPropagateDevicePass::"
-    "test_e2e_copy_of_constant_is_planned"
-)
+PROPAGATE = "exir/tests/test_propagate_device_pass.py::TestPropagateDevicePass::"
+COPY_OF_CONSTANT = {
+    PROPAGATE + "test_e2e_copy_of_constant_is_planned",
+    PROPAGATE + "test_e2e_skip_h2d_keeps_the_copy_of_a_constant",
+    PROPAGATE + "test_copy_of_spec_shares_no_extra_tensor_info",
+}
 DEVICE_CASES = {
-    *_parametrized(EMIT, "test_constant_on_device_raises", "cuda_0", "xpu_0", "meta"),
+    *_parametrized(
+        EMIT, "test_constant_on_device_raises", "cuda_0", "mps_0", "xpu_0", "meta"
+    ),
     EMIT + "test_constant_method_on_device_raises",
     BUNDLE + "test_expected_output_on_device_is_bundled_from_a_host_copy",
     BUNDLE + "test_meta_expected_output_is_refused",
@@ -103,12 +103,12 @@ DEVICE_CASES = {
     CUSTOM_OPS + "test_every_op_of_the_library_has_a_cuda_kernel",
     CUSTOM_OPS + "test_tensor_on_device_raises",
 }
-STOCK_FAILURES = DEVICE_CASES | {COPY_OF_CONSTANT}
+STOCK_FAILURES = DEVICE_CASES | COPY_OF_CONSTANT
 # The cases whose device is the tests' stand-in for accelerator memory (the
 # others use meta), among them those that pass on stock too: they pin what
 # must not change, and fail if the stand-in loses its device.
 STAND_IN_CASES = {
-    *(case for case in DEVICE_CASES if case.endswith(("_cuda_0", "_xpu_0"))),
+    *(case for case in DEVICE_CASES if case.endswith(("_cuda_0", "_mps_0", "_xpu_0"))),
     EMIT + "test_constant_method_on_device_raises",
     EMIT + "test_empty_constant_on_device_is_emitted",
     BUNDLE + "test_expected_output_on_device_is_bundled_from_a_host_copy",
@@ -120,12 +120,15 @@ STAND_IN_CASES = {
 GPU_CASES = {CUSTOM_OPS + "test_cuda_tensor_raises"}
 # What stock does where a case expects the guard: nothing at all, the bare
 # error of the unguarded read, custom ops without a CUDA kernel, or, for the
-# device copy of a constant, the emitter's look for data it does not have.
+# device copy of a constant, the emitter's look for data it does not have, no
+# copy under skip_h2d_for_method_inputs, a copy that is const.
 STOCK_OUTCOMES = (
     r"AssertionError: \w+Error not raised",
     r"ValueError: NULL pointer access",
     r"AssertionError: Lists differ: \['llama::",
     r"AttributeError: 'NoneType' object has no attribute 'nbytes'",
+    r"ValueError: not enough values to unpack \(expected 1, got 0\)",
+    r"AssertionError: True is not false",
 )
 
 # Each probe of test/crash_probes.py, and where its read is in the
@@ -154,9 +157,14 @@ COPIED = {"bundled_expected_output"}
 
 
 def outcomes(stdout: str) -> Dict[str, str]:
-    """Node id -> PASSED/FAILED/SKIPPED/ERROR, from pytest's -v lines."""
+    """Node id -> PASSED/FAILED/SKIPPED/ERROR, from pytest's -v lines; a test
+    with a failed subtest is FAILED (pytest reports it PASSED, and lists each
+    failed subtest as ``SUBFAILED(...) NODE``)."""
     found = re.findall(r"^(\S+::\S+) (PASSED|FAILED|SKIPPED|ERROR)\b", stdout, re.M)
-    return {node: outcome for node, outcome in found}
+    result = {node: outcome for node, outcome in found}
+    for node in re.findall(r"^SUBFAILED\(.*\) (\S+::\S+)$", stdout, re.M):
+        result[node] = "FAILED"
+    return result
 
 
 def _run_all(
@@ -251,7 +259,8 @@ def test_stock_fails_every_device_case_as_a_test(runs) -> None:
 def test_stock_fails_for_want_of_the_guard(runs) -> None:
     """Each failure: no error at all, or the bare one the stock read gives."""
     stdout = runs[("stock", "upstream")].stdout
-    sections = re.split(r"^_+ (\S+) _+$", stdout, flags=re.M)
+    # One section a failed test, or a failed subtest: "_ Name (pipeline=...) _".
+    sections = re.split(r"^_+ (\S+)(?: \(.*\))? _+$", stdout, flags=re.M)
     failures = dict(zip(sections[1::2], sections[2::2]))
     assert len(failures) == len(STOCK_FAILURES)
     stand_in = {case.split("::")[-1] for case in STAND_IN_CASES}
@@ -276,13 +285,13 @@ def test_patched_passes_every_case(runs) -> None:
 def test_a_stand_in_that_lost_its_device_fails_every_case_it_serves(runs) -> None:
     run = runs[("patched", "lost device")]
     outcome = outcomes(run.stdout)
-    assert len(STAND_IN_CASES) == 8
+    assert len(STAND_IN_CASES) == 9
     for node in outcome:
         expected = "FAILED" if node in STAND_IN_CASES else "PASSED"
         expected = "SKIPPED" if node in GPU_CASES else expected
         assert outcome[node] == expected, node
     assert STAND_IN_CASES <= set(outcome)
-    assert re.search(r"AssertionError: 'cpu' != '(cuda|xpu):0'", run.stdout)
+    assert re.search(r"AssertionError: 'cpu' != '(cuda|mps|xpu):0'", run.stdout)
 
 
 @pytest.mark.parametrize("probe", list(CRASH_SITES))
@@ -299,7 +308,8 @@ def test_guarded_read_crashes_stock_and_raises_patched(probes, probe: str) -> No
     assert patched.returncode == 1, patched.stdout + patched.stderr
     assert "Fatal Python error" not in patched.stderr
     assert re.search(
-        r"^\S*(InternalError|RuntimeError|ValueError): .*is on device cuda:0, but ",
+        r"^\S*(InternalError|ExportError|RuntimeError|ValueError): "
+        r".*is on device cuda:0, but ",
         patched.stderr,
         re.M,
     ), patched.stderr
