@@ -16,6 +16,7 @@ source tree, against a stock or a patched overlay.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Dict, List
 
@@ -99,3 +100,14 @@ def series_test_modules(root: Path, installed_root: Path, gpu: bool = False) -> 
         if (installed_root / Path(rel).parent.parent).is_dir()
         and rel.startswith(GPU_TESTS) == gpu
     ]
+
+
+def pytest_outcomes(stdout: str) -> Dict[str, str]:
+    """Node id -> PASSED/FAILED/SKIPPED/ERROR, from ``pytest -v``'s output; a
+    test with a failed subtest is FAILED (pytest reports it PASSED, and lists
+    each failed subtest as ``SUBFAILED(...) NODE``)."""
+    found = re.findall(r"^(\S+::\S+) (PASSED|FAILED|SKIPPED|ERROR)\b", stdout, re.M)
+    result = {node: outcome for node, outcome in found}
+    for node in re.findall(r"^SUBFAILED\(.*\) (\S+::\S+)$", stdout, re.M):
+        result[node] = "FAILED"
+    return result

@@ -38,6 +38,7 @@ from executorch_device_guard import check  # noqa: E402
 from executorch_device_guard.installed import executorch_root  # noqa: E402
 from executorch_device_guard.runner import Emitters, EMITTERS  # noqa: E402
 from executorch_device_guard.series_files import (  # noqa: E402
+    pytest_outcomes,
     series_test_modules,
     upstream_tests,
     write_tree,
@@ -208,9 +209,7 @@ def main(out: Path, steps: List[str]) -> int:
                 "returncode": proc.returncode,
                 "summary": last_line(proc.stdout),
                 "fatal_python_error": "Fatal Python error" in proc.stdout + proc.stderr,
-                "outcomes": re.findall(
-                    r"^(\S+::\S+) (PASSED|FAILED|SKIPPED|ERROR)", proc.stdout, re.M
-                ),
+                "outcomes": sorted(pytest_outcomes(proc.stdout).items()),
             }
             print("upstream", emitter, summary["upstream_tests"][emitter], flush=True)
 
@@ -291,9 +290,7 @@ def pytest_summary(proc: subprocess.CompletedProcess, seconds: float) -> Dict:
         "fatal_python_error": "Fatal Python error" in proc.stdout + proc.stderr,
         "crash_site": crash_site(proc.stderr),
         "seconds": round(seconds, 1),
-        "outcomes": re.findall(
-            r"^(\S+::\S+) (PASSED|FAILED|SKIPPED|ERROR)", proc.stdout, re.M
-        ),
+        "outcomes": sorted(pytest_outcomes(proc.stdout).items()),
     }
 
 

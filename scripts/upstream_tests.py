@@ -32,6 +32,7 @@ from executorch_device_guard.installed import (  # noqa: E402
 )
 from executorch_device_guard.runner import Emitters  # noqa: E402
 from executorch_device_guard.series_files import (  # noqa: E402
+    pytest_outcomes,
     series_test_modules,
     upstream_tests,
     write_tree,
@@ -44,10 +45,8 @@ MODULES = series_test_modules(REPO, executorch_root())
 
 def counts(stdout: str) -> dict:
     found = collections.defaultdict(collections.Counter)
-    for module, outcome in re.findall(
-        r"^(\S+?\.py)::\S+ (PASSED|FAILED|SKIPPED|ERROR)\b", stdout, re.M
-    ):
-        found[module][outcome.lower()] += 1
+    for node, outcome in pytest_outcomes(stdout).items():
+        found[node.split("::")[0]][outcome.lower()] += 1
     return found
 
 

@@ -36,6 +36,7 @@ from executorch_device_guard.installed import executorch_root
 from executorch_device_guard.patchset import read_series
 from executorch_device_guard.runner import Emitters
 from executorch_device_guard.series_files import (
+    pytest_outcomes,
     series_test_modules,
     upstream_tests,
     write_tree,
@@ -156,17 +157,6 @@ CRASH_SITES = {
 COPIED = {"bundled_expected_output"}
 
 
-def outcomes(stdout: str) -> Dict[str, str]:
-    """Node id -> PASSED/FAILED/SKIPPED/ERROR, from pytest's -v lines; a test
-    with a failed subtest is FAILED (pytest reports it PASSED, and lists each
-    failed subtest as ``SUBFAILED(...) NODE``)."""
-    found = re.findall(r"^(\S+::\S+) (PASSED|FAILED|SKIPPED|ERROR)\b", stdout, re.M)
-    result = {node: outcome for node, outcome in found}
-    for node in re.findall(r"^SUBFAILED\(.*\) (\S+::\S+)$", stdout, re.M):
-        result[node] = "FAILED"
-    return result
-
-
 def _run_all(
     start, jobs: Dict[Tuple[str, str], list], cwd=REPO
 ) -> Dict[Tuple[str, str], subprocess.CompletedProcess]:
@@ -249,7 +239,7 @@ def test_stock_fails_every_device_case_as_a_test(runs) -> None:
     output = run.stdout + run.stderr
     assert "Fatal Python error" not in output
     assert run.returncode == 1, output
-    stock = outcomes(run.stdout)
+    stock = pytest_outcomes(run.stdout)
     assert {node for node, o in stock.items() if o == "FAILED"} == STOCK_FAILURES
     assert {node for node, o in stock.items() if o == "SKIPPED"} == GPU_CASES
     others = {o for n, o in stock.items() if n not in STOCK_FAILURES | GPU_CASES}
@@ -276,15 +266,15 @@ def test_stock_fails_for_want_of_the_guard(runs) -> None:
 def test_patched_passes_every_case(runs) -> None:
     run = runs[("patched", "upstream")]
     assert run.returncode == 0, run.stdout + run.stderr
-    patched = outcomes(run.stdout)
-    assert set(patched) == set(outcomes(runs[("stock", "upstream")].stdout))
+    patched = pytest_outcomes(run.stdout)
+    assert set(patched) == set(pytest_outcomes(runs[("stock", "upstream")].stdout))
     for node, outcome in patched.items():
         assert outcome == ("SKIPPED" if node in GPU_CASES else "PASSED"), node
 
 
 def test_a_stand_in_that_lost_its_device_fails_every_case_it_serves(runs) -> None:
     run = runs[("patched", "lost device")]
-    outcome = outcomes(run.stdout)
+    outcome = pytest_outcomes(run.stdout)
     assert len(STAND_IN_CASES) == 9
     for node in outcome:
         expected = "FAILED" if node in STAND_IN_CASES else "PASSED"
