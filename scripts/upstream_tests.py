@@ -18,7 +18,6 @@ is never modified. With OUT.txt, pytest's output of both runs goes there.
 
 import collections
 import platform
-import re
 import sys
 import tempfile
 from pathlib import Path

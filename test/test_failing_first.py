@@ -26,7 +26,6 @@ import concurrent.futures
 import re
 import signal
 import subprocess
-from pathlib import Path
 from typing import Dict, Tuple
 
 import pytest
