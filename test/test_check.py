@@ -182,7 +182,7 @@ def test_default_check_json() -> None:
     assert rows[("bundled", "meta")]["stock"]["summary"] == (
         "ValueError: NULL pointer access"
     )
-    assert "'p_0_weight' is on device cuda:0," in (
+    assert "'0.weight' is on device cuda:0," in (
         rows[("emitter", "fake:cuda:0")]["patched"]["summary"]
     )
 
@@ -216,7 +216,7 @@ def test_check_on_a_users_model_file(tmp_path: Path) -> None:
     ]
     assert lines[2].split() == ["emitter", "cpu", "ok", "ok"]
     assert lines[3].startswith("emitter  fake:cuda:0  SIGSEGV (exit 139)")
-    assert "'p_0_weight' is on device cuda:0 ..." in lines[3]
+    assert "'0.weight' is on device cuda:0 ..." in lines[3]
     assert lines[-1].startswith("OK: patched ExecuTorch crashes nowhere")
 
 

@@ -104,7 +104,7 @@ def test_run_gives_the_patched_executorch(tmp_path: Path, tmp_env) -> None:
     result = guard("run", "--", sys.executable, str(script), env=tmp_env)
     assert result.returncode == 1, result.stdout + result.stderr[-3000:]
     assert "InternalError" in result.stderr
-    assert "'p_0_weight' is on device cuda:0," in result.stderr
+    assert "'0.weight' is on device cuda:0," in result.stderr
     assert "exported" not in result.stdout
     overlay = Path(result.stdout.split("overlay: ", 1)[1].split()[0])
     assert overlay.parent.parent == Path(tmp_env["TMPDIR"])

@@ -32,7 +32,8 @@ class TestVulkanDeviceConstants(unittest.TestCase):
         get_param_tensor = VkGraphBuilder.get_param_tensor
 
         def fetch_on_cuda(builder, node):
-            # The weight as the delegate fetches it, after the lowering's copies.
+            # Lowering copies the program to the host: the weight goes on the
+            # device where the delegate fetches it.
             weight = on_device(get_param_tensor(builder, node), "cuda:0")
             self.assertEqual(str(weight.device), "cuda:0")
             return weight

@@ -31,18 +31,22 @@ class TestBundleDeviceTensors(unittest.TestCase):
             export(model, (self.input,), strict=True)
         ).to_executorch()
 
-    def _bundle(self, outputs: List[torch.Tensor]) -> bytes:
-        case = MethodTestCase(inputs=[self.input], expected_outputs=outputs)
+    def _bundle(self, inputs: List[torch.Tensor], outputs: List[torch.Tensor]) -> bytes:
+        case = MethodTestCase(inputs=inputs, expected_outputs=outputs)
         return serialize_from_bundled_program_to_flatbuffer(
             BundledProgram(self.program, [MethodTestSuite("forward", [case])])
         )
 
-    def test_expected_output_on_device_is_bundled_from_a_host_copy(self) -> None:
-        output = on_device_storage(self.output, "cuda:0")
-        # The premise: the bundled program reads a storage on cuda:0.
-        self.assertEqual(str(output.untyped_storage().device), "cuda:0")
-        self.assertEqual(self._bundle([output]), self._bundle([self.output]))
+    def test_tensors_on_device_are_bundled_from_host_copies(self) -> None:
+        expected = self._bundle([self.input], [self.output])
+        device_input = on_device_storage(self.input, "cuda:0")
+        device_output = on_device_storage(self.output, "cuda:0")
+        # The premise: the bundled program reads storages on cuda:0.
+        for tensor in (device_input, device_output):
+            self.assertEqual(str(tensor.untyped_storage().device), "cuda:0")
+        self.assertEqual(self._bundle([device_input], [self.output]), expected)
+        self.assertEqual(self._bundle([self.input], [device_output]), expected)
 
     def test_meta_expected_output_is_refused(self) -> None:
-        with self.assertRaises(NotImplementedError):
-            self._bundle([torch.empty(2, 3, device="meta")])
+        with self.assertRaisesRegex(NotImplementedError, "meta tensor"):
+            self._bundle([self.input], [torch.empty(2, 3, device="meta")])
