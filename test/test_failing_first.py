@@ -53,20 +53,23 @@ GPU_MODULES = series_test_modules(REPO, executorch_root(), gpu=True)
 # device, as it would if torch stopped keeping a storage's Python object.
 LOST_DEVICE_PLUGIN = """
 def pytest_collection_modifyitems(items):
+    import executorch.exir.backend.test.device_util as device_util
+
+    def lost(tensor, device):
+        return tensor
+
+    device_util.on_device = device_util.on_device_storage = lost
     for item in items:
         for name in ("on_device", "on_device_storage", "_on_device"):
             if hasattr(item.module, name):
-                setattr(item.module, name, lambda tensor, device: tensor)
+                setattr(item.module, name, lost)
 """
 
 
 # The cases that must fail on stock: those that put a tensor on a device, and
 # the emitted device copy of a constant.
-EMIT = "exir/emit/test/test_emit_device_constants.py::TestEmitDeviceConstants::"
-BUNDLE = (
-    "devtools/bundled_program/test/test_bundle_device_tensors.py::"
-    "TestBundleDeviceTensors::"
-)
+EMIT = "exir/emit/test/test_emit.py::TestEmit::"
+BUNDLE = "devtools/bundled_program/test/test_bundle_data.py::TestBundle::"
 XNNPACK = (
     "backends/xnnpack/test/test_xnnpack_device_constants.py::"
     "TestXnnpackDeviceConstants::"
@@ -82,13 +85,12 @@ PROPAGATE = "exir/tests/test_propagate_device_pass.py::TestPropagateDevicePass::
 COPY_OF_CONSTANT = {
     PROPAGATE + "test_e2e_copy_of_constant_is_planned",
     PROPAGATE + "test_e2e_skip_h2d_keeps_the_copy_of_a_constant",
-    PROPAGATE + "test_copy_of_constant_spec_shares_no_extra_tensor_info",
 }
 DEVICE_CASES = {
-    EMIT + "test_constant_on_device_raises",
-    EMIT + "test_constant_method_on_device_raises",
-    BUNDLE + "test_tensors_on_device_are_bundled_from_host_copies",
-    BUNDLE + "test_meta_expected_output_is_refused",
+    EMIT + "test_emit_constant_on_device_raises",
+    EMIT + "test_emit_constant_method_on_device_raises",
+    BUNDLE + "test_bundle_tensors_on_device",
+    BUNDLE + "test_bundle_meta_expected_output",
     XNNPACK + "test_weight_on_cuda_raises",
     XNNPACK + "test_model_on_meta_raises",
     VULKAN + "test_weight_on_cuda_raises",
@@ -101,10 +103,10 @@ STOCK_FAILURES = DEVICE_CASES | COPY_OF_CONSTANT
 # others use meta), among them those that pass on stock too: they pin what
 # must not change, and fail if the stand-in loses its device.
 STAND_IN_CASES = {
-    EMIT + "test_constant_on_device_raises",
-    EMIT + "test_constant_method_on_device_raises",
-    EMIT + "test_empty_constant_on_device_is_emitted",
-    BUNDLE + "test_tensors_on_device_are_bundled_from_host_copies",
+    EMIT + "test_emit_constant_on_device_raises",
+    EMIT + "test_emit_constant_method_on_device_raises",
+    EMIT + "test_emit_empty_constant_on_device",
+    BUNDLE + "test_bundle_tensors_on_device",
     XNNPACK + "test_weight_on_cuda_raises",
     VULKAN + "test_weight_on_cuda_raises",
     CUSTOM_OPS + "test_tensor_on_device_raises",
@@ -115,7 +117,7 @@ GPU_CASES = {CUSTOM_OPS + "test_cuda_tensor_raises"}
 # error of the unguarded read, custom ops without a CUDA kernel, or, for the
 # device copy of a constant, the emitter's look for data it does not have, no
 # copy under skip_h2d_for_method_inputs (an error for a constant with two
-# users), a copy that is const.
+# users).
 STOCK_OUTCOMES = (
     r"AssertionError: \w+Error not raised",
     r"ValueError: NULL pointer access",
@@ -123,7 +125,6 @@ STOCK_OUTCOMES = (
     r"AttributeError: 'NoneType' object has no attribute 'nbytes'",
     r"ValueError: not enough values to unpack \(expected 1, got 0\)",
     r"RuntimeError: skip_h2d_for_method_inputs=True requires placeholder 'p_weight' ",
-    r"AssertionError: True is not false",
 )
 
 # Each probe of test/crash_probes.py, and where its read is in the
@@ -199,17 +200,15 @@ def probes(emitters: Emitters) -> Dict[Tuple[str, str], subprocess.CompletedProc
 
 def test_upstream_tests_are_the_series_tests(upstream_tree) -> None:
     assert NEW_FILES == [
-        "exir/emit/test/test_emit_device_constants.py",
         "backends/cuda/tests/test_cuda_bundled_program.py",
-        "devtools/bundled_program/test/test_bundle_device_tensors.py",
         "backends/xnnpack/test/test_xnnpack_device_constants.py",
         "backends/vulkan/test/test_vulkan_device_constants.py",
         "extension/llm/custom_ops/test_device_tensors.py",
     ]
     assert MODULES == [
+        "exir/emit/test/test_emit.py",
+        "devtools/bundled_program/test/test_bundle_data.py",
         "exir/tests/test_propagate_device_pass.py",
-        "exir/emit/test/test_emit_device_constants.py",
-        "devtools/bundled_program/test/test_bundle_device_tensors.py",
         "backends/xnnpack/test/test_xnnpack_device_constants.py",
         "backends/vulkan/test/test_vulkan_device_constants.py",
         "extension/llm/custom_ops/test_device_tensors.py",
