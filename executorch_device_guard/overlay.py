@@ -31,7 +31,7 @@ import os
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from executorch_device_guard import installed as _installed
+from executorch_device_guard import installed as _installed, lock
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.installed import FileState, Inspection
 from executorch_device_guard.patchset import FilePatch
@@ -41,11 +41,13 @@ NO_BYTECODE = {"PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def inspect_targets(
-    installed: Path, targets: Dict[str, List[FilePatch]]
+    installed: Path,
+    targets: Dict[str, List[FilePatch]],
+    wait: float = lock.DEFAULT_WAIT,
 ) -> Dict[str, Inspection]:
     """Each target's state and bytes; GuardError unless every one is stock,
     patched or left alone on this release."""
-    found = _installed.survey(installed, targets).files
+    found = _installed.survey(installed, targets, wait=wait).files
     bad = [
         i.describe(installed / rel)
         for rel, i in found.items()
