@@ -157,7 +157,7 @@ def _run(args: argparse.Namespace) -> int:
         return _usage_error("run: give a command, e.g. run -- python export.py")
     # An interrupt before the command starts removes the overlay and ends
     # here (main says so); once it runs, the command's exit code is ours.
-    return run_command(command, data_root())
+    return run_command(command, data_root(), wait=args.wait)
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -421,6 +421,7 @@ def parser() -> argparse.ArgumentParser:
         "process of the command imported the patched ExecuTorch, one line on "
         "stderr says so.",
     )
+    _wait_option(r)
     r.add_argument(
         "cmd",
         nargs=argparse.REMAINDER,

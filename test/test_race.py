@@ -219,7 +219,7 @@ def test_a_reinstall_while_apply_waits_is_read_after_the_lock(tmp_path: Path) ->
     assert status.stdout.endswith("Patched. `revert` restores the stock files.\n")
 
 
-@pytest.mark.parametrize("command", ["status", "apply", "revert"])
+@pytest.mark.parametrize("command", ["status", "apply", "revert", "run"])
 def test_a_lock_held_by_another_process_is_named_and_waited_for_a_while(
     tmp_path: Path, command: str
 ) -> None:
