@@ -254,26 +254,26 @@ def test_a_lock_held_by_another_process_is_named_and_waited_for_a_while(
 
 
 def test_status_never_waits_forever(tmp_path: Path) -> None:
-    """Case 8: status without --wait gives up after its default wait."""
-    from executorch_device_guard.lock import DEFAULT_WAIT
-
+    """Case 8: status without --wait gives up after its default wait, 30 s
+    (ddcd504 waited until the test's timeout)."""
     site = make_site(tmp_path / "site")
     helper = _holder(site / "executorch")
     try:
-        result = cli(site, "status", timeout=DEFAULT_WAIT + 60)
+        result = cli(site, "status", timeout=120)
     finally:
         helper.communicate("", timeout=60)
     assert result.returncode == 2, result.stderr
-    assert f"within {DEFAULT_WAIT:g} s" in result.stderr.splitlines()[-1]
+    assert "within 30 s" in result.stderr.splitlines()[-1]
 
 
 def test_a_shared_holder_lets_status_read(tmp_path: Path) -> None:
-    """A shared hold (a reader) blocks apply, not status."""
+    """A shared hold (a reader) blocks apply, not status; apply gives up
+    after its default wait (ddcd504 waited until the test's timeout)."""
     site = make_site(tmp_path / "site")
     helper = _holder(site / "executorch", "sh")
     try:
-        status = cli(site, "status", "--wait", "1", timeout=60)
-        applied = cli(site, "apply", "--wait", "1", timeout=60)
+        status = cli(site, "status", timeout=120)
+        applied = cli(site, "apply", timeout=120)
     finally:
         helper.communicate("", timeout=60)
     assert status.returncode == 0 and status.stderr == "", status.stderr
@@ -296,7 +296,7 @@ def test_status_interrupted_while_it_waits_says_so_in_one_line(
             stderr=subprocess.PIPE,
             text=True,
         )
-        assert "waiting for process" in proc.stderr.readline()
+        assert "waiting for" in proc.stderr.readline()
         proc.send_signal(getattr(signal, "SIG" + signame))
         out, err = proc.communicate(timeout=60)
     finally:
