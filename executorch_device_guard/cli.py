@@ -157,15 +157,17 @@ def _run(args: argparse.Namespace) -> int:
         return _usage_error("run: give a command, e.g. run -- python export.py")
     # An interrupt before the command starts removes the overlay and ends
     # here (main says so); once it runs, the command's exit code is ours.
-    return run_command(command, data_root())
+    return run_command(command, data_root(), wait=args.wait)
 
 
 def _status(args: argparse.Namespace) -> int:
-    from executorch_device_guard import installed
+    from executorch_device_guard import installed, signals
     from executorch_device_guard.patchset import patched_files
 
+    signals.raise_on_terminate()  # SIGTERM, SIGHUP: one line, as for Ctrl-C
     root = installed.executorch_root()
-    found = installed.survey(root, patched_files(data_root(), install=True))
+    targets = patched_files(data_root(), install=True)
+    found = installed.survey(root, targets, wait=args.wait)
     print(f"ExecuTorch {installed.executorch_version()} at {root}")
     for line in _aligned(found.file_lines()) + found.summary():
         print(line)
@@ -192,7 +194,8 @@ def _apply(args: argparse.Namespace) -> int:
 
     signals.raise_on_terminate()
     root = installed.executorch_root()
-    change = installed.apply(root, patched_files(data_root(), install=True))
+    targets = patched_files(data_root(), install=True)
+    change = installed.apply(root, targets, wait=args.wait)
     _print_removals(root, change)
     for rel in change.written:
         print(f"patched {root / rel}")
@@ -209,7 +212,8 @@ def _revert(args: argparse.Namespace) -> int:
 
     signals.raise_on_terminate()
     root = installed.executorch_root()
-    change = installed.revert(root, patched_files(data_root(), install=True))
+    targets = patched_files(data_root(), install=True)
+    change = installed.revert(root, targets, wait=args.wait)
     _print_removals(root, change)
     for rel in change.written:
         print(f"restored {root / rel}")
@@ -303,6 +307,32 @@ class _Parser(argparse.ArgumentParser):
         )
 
 
+def _wait_option(command: argparse.ArgumentParser) -> None:
+    from executorch_device_guard.lock import DEFAULT_WAIT
+
+    command.add_argument(
+        "--wait",
+        type=_seconds,
+        default=DEFAULT_WAIT,
+        metavar="SECONDS",
+        help="how long to wait for the installation's lock, held by another "
+        "apply or revert (or any process), before giving up with exit 2 "
+        "(default: %(default)g)",
+    )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= MAX_TIMEOUT:
+        raise argparse.ArgumentTypeError(
+            f"expected seconds from 0 to {MAX_TIMEOUT}, not {text!r}"
+        )
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="executorch-device-guard",
@@ -391,6 +421,7 @@ def parser() -> argparse.ArgumentParser:
         "process of the command imported the patched ExecuTorch, one line on "
         "stderr says so.",
     )
+    _wait_option(r)
     r.add_argument(
         "cmd",
         nargs=argparse.REMAINDER,
@@ -404,7 +435,9 @@ def parser() -> argparse.ArgumentParser:
         ("revert", _revert, "restore the original files byte for byte"),
         ("status", _status, "stock, patched or unknown, for each file"),
     ):
-        sub.add_parser(name, help=text, description=text).set_defaults(func=func)
+        command = sub.add_parser(name, help=text, description=text)
+        _wait_option(command)
+        command.set_defaults(func=func)
 
     e = sub.add_parser(
         "export",

@@ -14,12 +14,24 @@ because the descriptors still name the real folders. So nothing outside the
 package is read or written, whatever the files on disk say.
 
 A file is replaced atomically: a temporary file beside it, named
-``.NAME.device-guard.HEX.tmp``, written, given the old file's mode, fsynced,
-then, once the module's cached bytecode is removed (see ``bytecode``),
-renamed over it. Interrupting signals wait until the rename is done (see
-``signals``); a SIGKILL can leave the temporary file, and ``leftovers`` finds
-it for the next run to remove. Where the OS has no ``dir_fd`` support
-(Windows), paths are checked with ``lstat`` before use instead.
+``.NAME.device-guard.HEX.tmp``, written, given everything of the old file but
+its bytes (owner, group, mode, extended attributes, access and modification
+times), fsynced, then, once the bytecode that Python would run instead of it
+is removed (see ``bytecode``), renamed over it. Right before the rename the
+old file is compared again, through the descriptor opened when it was read:
+the same file at that name, not written since (size, times) and holding the
+bytes expected; a program that wrote it meanwhile makes the replacement stop
+(``Changed``), and a write that lands between that comparison and the rename
+is seen on the old file afterwards and put back. The folder keeps its
+modification time when it holds the same names as before. Interrupting
+signals wait until the rename is done (see ``signals``); a SIGKILL can leave
+the temporary file, and ``leftovers`` finds it for the next run to remove.
+Where the OS has no ``dir_fd`` support (Windows), paths are checked with
+``lstat`` before use instead.
+
+Every read is of a regular file, never blocks (a FIFO) and stops at a limit
+(a sparse file of gigabytes): ``read`` for the package, ``read_file`` for the
+distribution's metadata beside it.
 """
 
 from __future__ import annotations
@@ -31,7 +43,7 @@ import re
 import secrets
 import stat
 from pathlib import Path
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from executorch_device_guard import faults, signals
 from executorch_device_guard.errors import GuardError
@@ -45,15 +57,21 @@ _DIR_FD = (
     {os.open, os.stat, os.unlink, os.rename} <= os.supports_dir_fd
     and os.listdir in os.supports_fd
 )
+_UTIME_FD = os.utime in os.supports_fd
 
 # Temporary files: ours, and those of earlier versions (tempfile.mkstemp
 # names; ".device_guard_probe." was their writability probe). A leftover is
 # only ever looked for in a folder holding a target (or the root), and only
-# when NAME is one of the targets there. Their names are those of any
-# mkstemp file, so ``installed`` also checks what such a file holds.
+# when NAME is one of the targets there. Only ours are ever removed: an
+# earlier version's names are those of any mkstemp file, which a user's file
+# can have too (``._emitter.py.20261130.tmp``).
 _TEMP = re.compile(r"\.(?P<name>.+)\.device-guard\.[0-9a-f]{16}\.tmp")
 _OLD_TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
 _OLD_PROBE = re.compile(r"\.device_guard_probe\.[a-z0-9_]{8}")
+
+# The largest file read whole: ExecuTorch's largest source file is under
+# 1 MB, its RECORD about 1 MB. A larger file is refused, never read.
+MAX_READ = 64 << 20
 
 
 class Leftover(NamedTuple):
@@ -68,6 +86,11 @@ class Leftover(NamedTuple):
 
 class Unsafe(Exception):
     """A path the tool will not touch; the message says why."""
+
+
+class Changed(Unsafe):
+    """Another program wrote the file while the tool was replacing it; what
+    it wrote is kept."""
 
 
 def _parts(rel: str) -> Tuple[str, ...]:
@@ -95,6 +118,17 @@ class _Folder:
 
     def names(self) -> List[str]:
         return os.listdir(self.fd if self.fd is not None else self.path)
+
+    def times(self) -> Tuple[int, int]:
+        """The folder's access and modification times (ns)."""
+        st = os.stat(self.fd if self.fd is not None else self.path)
+        return st.st_atime_ns, st.st_mtime_ns
+
+    def set_times(self, times: Tuple[int, int]) -> None:
+        """Gives the folder back its modification time, where the tool may."""
+        target = self.fd if self.fd is not None and _UTIME_FD else self.path
+        with contextlib.suppress(OSError):
+            os.utime(target, ns=(self.times()[0], times[1]))
 
 
 class Package:
@@ -183,17 +217,16 @@ class Package:
         parts = _parts(rel)
         return self._folder(parts[:-1]), parts[-1]
 
-    def read(self, rel: str) -> Optional[bytes]:
-        """The bytes of the regular file ``rel``, None if it is missing.
-
-        Raises Unsafe for a symbolic link, a folder or anything not a regular file.
-        """
+    @contextlib.contextmanager
+    def _opened(self, rel: str) -> Iterator[Optional[Tuple[int, os.stat_result]]]:
+        """The regular file ``rel`` opened for reading, and its status; None
+        if it is missing. Raises Unsafe for a symbolic link, a folder or
+        anything not a regular file (a FIFO is opened without blocking)."""
         folder, name = self._locate(rel)
-        if folder is None:
-            return None
-        st = folder.lstat(name)
-        if st is None:
-            return None
+        st = folder.lstat(name) if folder is not None else None
+        if folder is None or st is None:
+            yield None
+            return
         if stat.S_ISLNK(st.st_mode):
             raise Unsafe(f"{rel} is a symbolic link")
         if not stat.S_ISREG(st.st_mode):
@@ -203,22 +236,40 @@ class Package:
         try:
             fd = os.open(folder.at(name), flags, dir_fd=folder.fd)
         except FileNotFoundError:
-            return None
+            yield None
+            return
         except OSError as e:
             if e.errno == errno.ELOOP:
                 raise Unsafe(f"{rel} is a symbolic link") from e
             raise Unsafe(f"{rel} cannot be read ({e.strerror})") from e
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            opened = os.fstat(fd)
+            if not stat.S_ISREG(opened.st_mode):
                 raise Unsafe(f"{rel} is not a regular file")
-            chunks = []
-            while True:
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    return b"".join(chunks)
-                chunks.append(chunk)
+            yield fd, opened
         finally:
             os.close(fd)
+
+    def read(self, rel: str) -> Optional[bytes]:
+        """The bytes of the regular file ``rel``, None if it is missing.
+
+        Raises Unsafe for a symbolic link, a folder, anything not a regular
+        file, or a file larger than ``MAX_READ``.
+        """
+        with self._opened(rel) as opened:
+            return None if opened is None else _read_whole(opened[0], rel)
+
+    def lstat(self, rel: str) -> Optional[os.stat_result]:
+        """The entry ``rel`` itself (never what a link points to), None if
+        missing; Unsafe if a folder above it is a symbolic link."""
+        folder, name = self._locate(rel)
+        return folder.lstat(name) if folder is not None else None
+
+    def head(self, rel: str, size: int) -> Optional[bytes]:
+        """The first ``size`` bytes of the regular file ``rel`` (fewer if it
+        is shorter), None if it is missing; Unsafe as for ``read``."""
+        with self._opened(rel) as opened:
+            return None if opened is None else _pread(opened[0], size, 0)
 
     def listing(self, rel: str) -> List[str]:
         """The names in the folder ``rel``, sorted; empty if it is missing.
@@ -242,53 +293,99 @@ class Package:
     def replace(
         self, rel: str, data: bytes, expected: bytes, first: Sequence[str] = ()
     ) -> None:
-        """Atomically replaces ``rel``, which must still hold ``expected``.
+        """Atomically replaces ``rel``, which must still hold ``expected``, by
+        ``data``, keeping everything else of the old file (``_keep``).
 
-        The regular files ``first`` (the module's cached bytecode) are removed
-        once the new text is complete and before it takes the old one's
-        place: a process killed in between leaves the old text without them,
-        never the new text with bytecode of the old.
+        The regular files ``first`` (bytecode that Python would run instead
+        of ``data``) are removed once the new text is complete and before it
+        takes the old one's place: a process killed in between leaves the
+        old text without them, never the new text with them. Raises Changed
+        if another program writes the file before the rename, or in the
+        instant of it (then what it wrote is put back).
         """
-        if self.read(rel) != expected:
-            raise GuardError(
-                f"{self.root / rel} changed while the tool was running (another "
-                "program wrote it). Run the command again."
-            )
         folder, name = self._locate(rel)
         assert folder is not None
-        old = folder.lstat(name)
-        assert old is not None
+        with self._opened(rel) as opened:
+            if opened is None or _read_whole(opened[0], rel) != expected:
+                raise Changed(_changed(rel))
+            old_fd, old = opened
+            names, times = sorted(folder.names()), folder.times()
+            temp = f".{name}.device-guard.{secrets.token_hex(8)}.tmp"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC
+            with signals.deferred():
+                fd = os.open(
+                    folder.at(temp), flags | _O_BINARY, 0o600, dir_fd=folder.fd
+                )
+                try:
+                    try:
+                        faults.step()  # the temporary file exists, empty
+                        _write(fd, data)
+                        _keep(fd, folder.at(temp), old, old_fd)
+                        os.fsync(fd)
+                        new = os.fstat(fd)
+                    finally:
+                        os.close(fd)
+                    faults.step()  # the temporary file is complete
+                    for stale in first:
+                        self.remove(stale)  # a step each
+                    # The last look, right before the rename.
+                    now = folder.lstat(name)
+                    if (
+                        now is None
+                        or (now.st_dev, now.st_ino) != (old.st_dev, old.st_ino)
+                        or _written(old_fd, old, expected, ctime=True)
+                    ):
+                        raise Changed(_changed(rel))
+                    os.replace(
+                        folder.at(temp),
+                        folder.at(name),
+                        src_dir_fd=folder.fd,
+                        dst_dir_fd=folder.fd,
+                    )
+                except BaseException:
+                    with contextlib.suppress(OSError):
+                        os.unlink(folder.at(temp), dir_fd=folder.fd)
+                    raise
+                if _written(old_fd, old, expected, ctime=False):
+                    # Written in the instant between the last look and the
+                    # rename: its text goes back in place of the new one.
+                    self._put_back(folder, name, old_fd, new)
+                    raise Changed(_changed(rel))
+                faults.step()  # replaced
+                if folder.fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.fsync(folder.fd)
+                if sorted(folder.names()) == names:
+                    folder.set_times(times)
+
+    def _put_back(
+        self, folder: "_Folder", name: str, old_fd: int, new: os.stat_result
+    ) -> None:
+        """Puts what the old file holds now back at ``name``, if ``name`` is
+        still the new file (``new``)."""
+        now = folder.lstat(name)
+        if now is None or (now.st_dev, now.st_ino) != (new.st_dev, new.st_ino):
+            return
         temp = f".{name}.device-guard.{secrets.token_hex(8)}.tmp"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC
-        with signals.deferred():
-            fd = os.open(folder.at(temp), flags | _O_BINARY, 0o600, dir_fd=folder.fd)
+        fd = os.open(folder.at(temp), flags | _O_BINARY, 0o600, dir_fd=folder.fd)
+        try:
             try:
-                try:
-                    faults.step()  # the temporary file exists, empty
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view) :]
-                    _copy_owner_and_mode(fd, folder.at(temp), old)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                faults.step()  # the temporary file is complete
-                for stale in first:
-                    self.remove(stale)  # a step each
-                os.replace(
-                    folder.at(temp),
-                    folder.at(name),
-                    src_dir_fd=folder.fd,
-                    dst_dir_fd=folder.fd,
-                )
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(folder.at(temp), dir_fd=folder.fd)
-                raise
-            faults.step()  # replaced
-            if folder.fd is not None:
-                with contextlib.suppress(OSError):
-                    os.fsync(folder.fd)
+                _write(fd, _read_whole(old_fd, name))
+                _keep(fd, folder.at(temp), os.fstat(old_fd), old_fd)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(
+                folder.at(temp),
+                folder.at(name),
+                src_dir_fd=folder.fd,
+                dst_dir_fd=folder.fd,
+            )
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(folder.at(temp), dir_fd=folder.fd)
+            raise
 
     def leftovers(self, rels: List[str]) -> List[Leftover]:
         """Files named as this tool's temporary files beside ``rels`` (or
@@ -369,6 +466,117 @@ def _user(uid: int) -> str:
         return f"{pwd.getpwuid(uid).pw_name}, uid {uid}"
     except (ImportError, KeyError):
         return f"uid {uid}"
+
+
+def _changed(rel: str) -> str:
+    return (
+        f"{rel} changed while this command ran (another program wrote it); "
+        "what it wrote is kept"
+    )
+
+
+def _read_whole(fd: int, shown: str, limit: int = MAX_READ) -> bytes:
+    """The bytes of the open regular file ``fd``, from its start; Unsafe if
+    there are more than ``limit``."""
+    size = os.fstat(fd).st_size
+    if size > limit:
+        raise Unsafe(f"{shown} is {size} bytes, more than any file it can be")
+    chunks, offset = [], 0
+    while True:
+        chunk = _pread(fd, min(1 << 20, limit + 1 - offset), offset)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)
+        if offset > limit:
+            raise Unsafe(f"{shown} is more than {limit} bytes")
+
+
+def _pread(fd: int, size: int, offset: int) -> bytes:
+    if hasattr(os, "pread"):
+        return os.pread(fd, size, offset)
+    os.lseek(fd, offset, os.SEEK_SET)  # Windows
+    return os.read(fd, size)
+
+
+def read_file(path: Path, limit: int = MAX_READ) -> Optional[bytes]:
+    """The bytes of the regular file ``path`` (outside the package: the
+    distribution's metadata), None if it is missing. Unsafe for a symbolic
+    link in its place, anything not a regular file (a FIFO is never waited
+    on) or more than ``limit`` bytes."""
+    flags = os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC | _O_BINARY
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise Unsafe(f"{path} is a symbolic link") from e
+        raise Unsafe(f"{path} cannot be read ({e.strerror})") from e
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise Unsafe(f"{path} is not a regular file")
+        return _read_whole(fd, str(path), limit)
+    finally:
+        os.close(fd)
+
+
+def _write(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _written(fd: int, old: os.stat_result, expected: bytes, ctime: bool) -> bool:
+    """Whether the file open as ``fd``, read as ``old``, was written since:
+    its size or modification time (and, while it still has its name, its
+    change time, which no program can set back) differ, or its bytes."""
+    now = os.fstat(fd)
+    fields = ["st_size", "st_mtime_ns"] + (["st_ctime_ns"] if ctime else [])
+    if any(getattr(now, f) != getattr(old, f) for f in fields):
+        return True
+    try:
+        return _read_whole(fd, "", len(expected)) != expected
+    except Unsafe:  # it grew meanwhile
+        return True
+
+
+def _keep(fd: int, path: str, old: os.stat_result, old_fd: int) -> None:
+    """Gives the new file ``fd`` everything of the old one but its bytes:
+    owner, group, mode, extended attributes (ACLs among them), then access
+    and modification times. Raises OSError for what cannot be kept."""
+    _copy_owner_and_mode(fd, path, old)
+    _copy_xattrs(fd, old_fd)
+    if _UTIME_FD:
+        os.utime(fd, ns=(old.st_atime_ns, old.st_mtime_ns))
+    else:
+        os.utime(path, ns=(old.st_atime_ns, old.st_mtime_ns))
+
+
+def _copy_xattrs(fd: int, old_fd: int) -> None:
+    """The old file's extended attributes on the new file, and no others
+    (Linux; elsewhere the OS module has none to copy)."""
+    if not hasattr(os, "listxattr"):
+        return
+    try:
+        wanted = {n: os.getxattr(old_fd, n) for n in os.listxattr(old_fd)}
+        have = {n: os.getxattr(fd, n) for n in os.listxattr(fd)}
+    except OSError as e:
+        if e.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
+            return  # a file system without them
+        raise
+    for name in sorted(set(have) - set(wanted)):
+        try:
+            os.removexattr(fd, name)
+        except OSError as e:
+            raise OSError(e.errno, f"cannot drop the extended attribute {name}") from e
+    for name, value in sorted(wanted.items()):
+        if have.get(name) == value:
+            continue
+        try:
+            os.setxattr(fd, name, value)
+        except OSError as e:
+            raise OSError(e.errno, f"cannot keep its extended attribute {name}") from e
 
 
 def _copy_owner_and_mode(fd: int, path: str, old: os.stat_result) -> None:

@@ -36,19 +36,33 @@ next ``apply`` or ``revert`` and never read.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import csv
 import dataclasses
+import email.parser
 import enum
+import hashlib
 import importlib.metadata
 import importlib.util
 import os
+import posixpath
+import shlex
 import sys
 from pathlib import Path
-from typing import Callable, Dict, FrozenSet, Iterator, List, Optional, Tuple
+from typing import (
+    Callable,
+    Dict,
+    FrozenSet,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Tuple,
+)
 
 from executorch_device_guard import bytecode, faults, lock
-from executorch_device_guard.confined import Package, Unsafe
+from executorch_device_guard.confined import Changed, Package, read_file, Unsafe
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.patchset import (
     apply_all,
@@ -112,36 +126,153 @@ def _search_path() -> List[str]:
 
 
 def _distribution() -> Optional[importlib.metadata.Distribution]:
-    """The installed ``executorch`` distribution, found on ``_search_path``."""
-    found = importlib.metadata.distributions(name="executorch", path=_search_path())
-    return next(iter(found), None)
-
-
-def _files(dist: importlib.metadata.Distribution) -> Optional[list]:
-    """The files that the distribution's RECORD lists (None without one);
-    GuardError when it cannot be read."""
-    try:
-        return dist.files
-    except (UnicodeDecodeError, ValueError, csv.Error) as e:
-        where = next(
-            (str(p) for p in getattr(dist, "_path", Path()).glob("RECORD")), "RECORD"
-        )
+    """The installed ``executorch`` distribution, found on ``_search_path``;
+    GuardError when its folder holds more than one (a stale dist-info that
+    pip left, or one copied in): which describes the package is unknown."""
+    found = list(
+        importlib.metadata.distributions(name="executorch", path=_search_path())
+    )
+    if not found:
+        return None
+    here = os.path.realpath(_dist_info(found[0]).parent)
+    same = sorted(
+        {
+            os.path.realpath(_dist_info(d))
+            for d in found
+            if os.path.realpath(_dist_info(d).parent) == here
+        }
+    )
+    if len(same) > 1:
+        names = " and ".join(os.path.basename(p) for p in same)
         raise GuardError(
-            f"{where} cannot be read ({e.__class__.__name__}: {e}), so which files "
-            f"this ExecuTorch ships is unknown. Nothing was changed. Reinstall it: "
-            f"{reinstall_command()}"
-        ) from e
+            f"{here} holds {len(same)} executorch distributions ({names}), so "
+            "which release its executorch folder is cannot be told. Nothing was "
+            "changed. Delete the one that is not the installed release's (pip "
+            "left it, or it was copied in), or reinstall ExecuTorch: "
+            f"{_pip_command()}"
+        )
+    return found[0]
+
+
+def _dist_info(dist: importlib.metadata.Distribution) -> Path:
+    """The distribution's metadata folder (``executorch-1.5.1.dist-info``)."""
+    return Path(getattr(dist, "_path", dist.locate_file("executorch.dist-info")))
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """What the distribution's own metadata says, read from its files (never
+    through a link, never waiting on a FIFO, never past ``MAX_READ``).
+
+    ``version``: METADATA's ``Version``; ``files``: the files in the package
+    folder that RECORD lists, relative to it (``exir/emit/_emitter.py``),
+    each path normalized as the file system reads it (``exir/x/../emit`` is
+    ``exir/emit``); None without a RECORD."""
+
+    dist_info: Path
+    version: Optional[str]
+    files: Optional[FrozenSet[str]]
+
+
+def _unreadable(what: str) -> GuardError:
+    return GuardError(
+        f"{what}, so which files this ExecuTorch ships is unknown. Nothing was "
+        f"changed. Reinstall it: {_pip_command()}"
+    )
+
+
+def _read_record(dist: importlib.metadata.Distribution) -> Record:
+    """Reads and checks the distribution's METADATA and RECORD; GuardError
+    when one cannot be read or they disagree with each other (a ``Version``
+    edited, a dist-info of another release): the release is then unknown."""
+    folder = _dist_info(dist)
+    is_dist_info = folder.name.endswith(".dist-info")
+    meta_path = folder / ("METADATA" if is_dist_info else "PKG-INFO")
+    try:
+        meta = read_file(meta_path)
+        record = read_file(folder / "RECORD") if is_dist_info else None
+    except Unsafe as e:
+        raise _unreadable(str(e)) from e
+    version = None
+    if meta is not None:
+        try:
+            headers = email.parser.BytesHeaderParser().parsebytes(meta)
+            version = headers.get("Version")
+        except (ValueError, LookupError) as e:
+            why = f"{e.__class__.__name__}: {e}"
+            raise _unreadable(f"{meta_path} cannot be read ({why})") from e
+        version = str(version).strip() if version is not None else None
+    if record is None:
+        files = None
+        if not is_dist_info:  # an egg-info: its own list of files
+            files = _in_package(str(f) for f in (dist.files or []))
+        return Record(folder, version, files)
+    try:
+        rows = list(csv.reader(record.decode("utf-8").splitlines()))
+    except (UnicodeDecodeError, csv.Error) as e:
+        why = f"{e.__class__.__name__}: {e}"
+        raise _unreadable(f"{folder / 'RECORD'} cannot be read ({why})") from e
+    hashes = {
+        posixpath.normpath(row[0]): row[1] if len(row) > 1 else ""
+        for row in rows
+        if row and row[0]
+    }
+    if not version:
+        raise GuardError(
+            f"{meta_path} gives no Version, so which release this ExecuTorch is "
+            f"cannot be told. Nothing was changed. Reinstall it: {_pip_command()}"
+        )
+    named = folder.name[len("executorch-") : -len(".dist-info")]
+    same = named.replace("_", "-").lower() == (version or "").replace("_", "-").lower()
+    if folder.name.startswith("executorch-") and version and not same:
+        raise GuardError(
+            f"{meta_path} says Version {version!r}, but its folder is named "
+            f"for {named!r}, so which release this ExecuTorch is cannot be "
+            f"told. Nothing was changed. Reinstall it: {_pip_command()}"
+        )
+    listed = hashes.get(f"{folder.name}/METADATA", "")
+    if meta is not None and listed.startswith("sha256=") and listed != _digest(meta):
+        raise GuardError(
+            f"{meta_path} is not the file that {folder / 'RECORD'} lists (its "
+            "sha256 differs: edited after installation), so which release this "
+            "ExecuTorch is cannot be told. Nothing was changed. Reinstall it: "
+            f"{_pip_command()}"
+        )
+    return Record(folder, version, _in_package(hashes))
+
+
+def _in_package(paths: Iterable[str]) -> FrozenSet[str]:
+    """The paths (relative to site-packages) inside the package folder,
+    relative to it, normalized."""
+    found = (posixpath.normpath(p) for p in paths)
+    return frozenset(p[len("executorch/") :] for p in found if p.startswith("executorch/"))
+
+
+def _digest(data: bytes) -> str:
+    """A file's hash as RECORD writes it."""
+    raw = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+    return "sha256=" + raw.decode()
 
 
 def executorch_version() -> Optional[str]:
     dist = _distribution()
-    return dist.version if dist is not None else None
+    return _read_record(dist).version if dist is not None else None
+
+
+def _pip_command(version: Optional[str] = None) -> str:
+    pin = f"executorch=={version}" if version else "executorch"
+    words = [sys.executable, "-m", "pip", "install", "--force-reinstall"]
+    return shlex.join(words + ["--no-deps", pin])
 
 
 def reinstall_command() -> str:
-    version = executorch_version()
-    pin = f"executorch=={version}" if version else "executorch"
-    return f"{sys.executable} -m pip install --force-reinstall --no-deps {pin}"
+    """The pip command that puts ExecuTorch's own files back, quoted for a
+    shell whatever its path or version says."""
+    try:
+        version = executorch_version()
+    except GuardError:
+        version = None
+    return _pip_command(version)
 
 
 def executorch_root() -> Path:
@@ -152,6 +283,15 @@ def executorch_root() -> Path:
     when ``import executorch`` would load another folder, e.g. an
     ``executorch/`` there, with or without a dist-info beside it.
     """
+    root = installed_root()
+    instead = loaded_instead(root)
+    if instead is not None:
+        raise shadowed(root, instead)
+    return root
+
+
+def installed_root() -> Path:
+    """``executorch_root`` without the check of what ``import`` loads."""
     dist = _distribution()
     if dist is None:
         raise GuardError(
@@ -160,10 +300,8 @@ def executorch_root() -> Path:
             "with the Python of the environment that has it."
         )
     root = Path(dist.locate_file("executorch"))
-    files = _files(dist)
-    if files is not None and not any(
-        f.parts[:1] == ("executorch",) and len(f.parts) > 1 for f in files
-    ):
+    files = _read_record(dist).files
+    if files is not None and not files:
         raise GuardError(
             f"The installed executorch distribution lists no files in {root}: "
             "it is an editable or source install. Patch that source tree with "
@@ -174,20 +312,31 @@ def executorch_root() -> Path:
             f"{root} has no exir/ folder, though the executorch distribution "
             f"is installed. Reinstall it: {reinstall_command()}"
         )
+    return root
+
+
+def loaded_instead(root: Path) -> Optional[Tuple[str, str]]:
+    """``(top, folder)`` when ``import executorch.TOP`` here loads ``folder``
+    (None: nothing) instead of ``root``, the installed package; else None."""
     spec = importlib.util.find_spec("executorch")
     locations = list((spec and spec.submodule_search_locations) or [])
     for top in (t for t in _TOP_LEVEL if (root / t).exists()):
         # A namespace portion earlier on sys.path wins, one subpackage at a time.
         first = next((p for p in locations if (Path(p) / top).exists()), None)
         if first is None or os.path.realpath(first) != os.path.realpath(root):
-            where = f"{first}/{top}" if first else "nothing"
-            raise GuardError(
-                f"`import executorch.{top}` here loads {where}, not the "
-                f"installed ExecuTorch at {root}: an executorch folder in the "
-                "current directory or on PYTHONPATH shadows it. Run the command "
-                "from another directory."
-            )
-    return root
+            return top, first
+    return None
+
+
+def shadowed(root: Path, instead: Tuple[str, Optional[str]]) -> GuardError:
+    top, first = instead
+    where = f"{first}/{top}" if first else "nothing"
+    return GuardError(
+        f"`import executorch.{top}` here loads {where}, not the "
+        f"installed ExecuTorch at {root}: an executorch folder in the "
+        "current directory or on PYTHONPATH shadows it. Run the command "
+        "from another directory."
+    )
 
 
 def _classify_one(text: str, patches: List[FilePatch]) -> Tuple[FileState, str, bool]:
@@ -290,98 +439,114 @@ def read_text(path: Path) -> Optional[str]:
         return None
 
 
-def _distribution_of(root: Path) -> Optional[importlib.metadata.Distribution]:
-    """The installed distribution, if its package folder is ``root``."""
+def record(root: Path) -> Optional[Record]:
+    """What the installed distribution's metadata says, if its package folder
+    is ``root``; None where no distribution describes ``root``."""
     dist = _distribution()
     if dist is None or os.path.realpath(
         dist.locate_file("executorch")
     ) != os.path.realpath(root):
         return None
-    return dist
+    return _read_record(dist)
 
 
 def shipped(root: Path) -> Optional[FrozenSet[str]]:
     """The files in the package folder ``root`` (relative to it) that the
     installed distribution's RECORD lists; None where no RECORD describes
     ``root``, and then every target counts as shipped."""
-    dist = _distribution_of(root)
-    files = _files(dist) if dist is not None else None
-    if files is None:
-        return None
-    return frozenset(
-        "/".join(f.parts[1:]) for f in files if f.parts[:1] == ("executorch",)
-    )
+    found = record(root)
+    return found.files if found is not None else None
 
 
 def release(root: Path) -> Optional[str]:
     """The version of the distribution whose package folder is ``root``."""
-    dist = _distribution_of(root)
-    return dist.version if dist is not None else None
+    found = record(root)
+    return found.version if found is not None else None
 
 
 @dataclasses.dataclass(frozen=True)
 class Inspection:
     """One target file: its state, why (when unknown), its bytes, the other
-    state's, and the form of the change that fits it."""
+    state's, the form of the change that fits it, and its modification time."""
 
     state: FileState
     reason: str = ""
     data: bytes = b""
     other: bytes = b""
     form: str = ""
+    mtime_ns: int = 0
 
     def describe(self, path: Path) -> str:
         why = f" ({self.reason})" if self.reason else ""
         return f"{path} is {self.state.value}{why}"
+
+    def stock(self) -> bytes:
+        """The stock bytes of a stock or patched file."""
+        return self.data if self.state is FileState.STOCK else self.other
 
 
 def inspect(
     package: Package,
     rel: str,
     patches: List[FilePatch],
-    listed: Optional[FrozenSet[str]] = None,
-    version: Optional[str] = None,
+    found: Optional[Record] = None,
 ) -> Inspection:
-    """One target's state; ``listed``: the files the RECORD lists (``shipped``),
-    ``version``: the release's (``release``)."""
+    """One target's state; ``found``: what the distribution's metadata says
+    of ``package`` (``record``): the files that RECORD lists and the release.
+
+    RECORD's hash of a target is not compared: a file edited outside the
+    patched lines is still stock or patched, and keeps the edit."""
+    version = found.version if found is not None else None
+    files = found.files if found is not None else None
     if not patches[0].for_release(version):
         first, last = patches[0].releases or ("", "")
         why = f"its backport is for ExecuTorch {first} to {last}: left alone"
         return Inspection(FileState.NOT_FOR_RELEASE, why)
-    if listed is not None and rel not in listed:
+    if files is not None and rel not in files:
         try:
-            there = package.read(rel) is not None
-        except Unsafe:
-            there = True
-        folder = rel.rpartition("/")[0] + "/"
-        if there and any(f.startswith(folder) for f in listed):
-            # Every release that ships a target's folder ships the target.
-            why = "this release's RECORD lists its folder but not it"
-            return Inspection(FileState.UNKNOWN, why)
-        why = "this release's RECORD does not list it: the file there is left alone"
-        return Inspection(FileState.NOT_SHIPPED, why if there else "")
+            if package.lstat(rel) is None:
+                return Inspection(FileState.NOT_SHIPPED)
+        except Unsafe as e:
+            return Inspection(FileState.UNKNOWN, str(e))
+        # RECORD and the disk disagree: never take the file for not shipped.
+        why = "it is there, but this release's RECORD does not list it"
+        return Inspection(FileState.UNKNOWN, why)
     try:
         data = package.read(rel)
+        st = package.lstat(rel)
     except Unsafe as e:
         return Inspection(FileState.UNKNOWN, str(e))
-    if data is None:
+    if data is None or st is None:
         return Inspection(FileState.MISSING)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return Inspection(FileState.UNKNOWN, "not UTF-8 text", data)
     state, other, reason, form = _classify(text, forms_of(patches))
-    return Inspection(state, reason, data, other.encode("utf-8"), form)
+    return Inspection(state, reason, data, other.encode("utf-8"), form, st.st_mtime_ns)
 
 
 @dataclasses.dataclass(frozen=True)
 class Bytecode:
-    """A target's cached bytecode: every file, the stale ones among them (see
-    ``bytecode.is_stale``), and why an entry in their place cannot be touched."""
+    """A target's cached bytecode: every file with its header, the stale ones
+    among them (``bytecode.is_stale``: True), those another Python wrote that
+    cannot be checked here (None), and why an entry in their place cannot be
+    touched."""
 
     files: Tuple[str, ...] = ()
     stale: Tuple[str, ...] = ()
     unsafe: Tuple[str, ...] = ()
+    unchecked: Tuple[str, ...] = ()
+    headers: Tuple[bytes, ...] = ()
+
+    def runs_instead(self, source: bytes, mtime_ns: int, replaced: bytes) -> List[str]:
+        """The files that Python could run instead of ``source``, written in
+        place of ``replaced`` (see ``bytecode.runs_instead``)."""
+        return [
+            path
+            for path, header in zip(self.files, self.headers)
+            if header and bytecode.runs_instead(header, source, mtime_ns, replaced)
+        ]
 
 
 def inspect_bytecode(package: Package, rel: str, source: bytes) -> Bytecode:
@@ -393,21 +558,29 @@ def inspect_bytecode(package: Package, rel: str, source: bytes) -> Bytecode:
     except Unsafe as e:
         return Bytecode(unsafe=(str(e),))
     files: List[str] = []
+    headers: List[bytes] = []
     stale: List[str] = []
+    unchecked: List[str] = []
     unsafe: List[str] = []
     for path in names + [legacy]:
         try:
-            data = package.read(path)
+            header = package.head(path, bytecode.HEADER)
         except Unsafe as e:
             unsafe.append(str(e))
             continue
-        if data is None:
+        if header is None:
             continue
         files.append(path)
         # The legacy file is only loaded when the source is missing.
-        if path != legacy and bytecode.is_stale(data, source):
+        headers.append(header if path != legacy else b"")
+        verdict = bytecode.is_stale(header, source) if path != legacy else False
+        if verdict:
             stale.append(path)
-    return Bytecode(tuple(files), tuple(stale), tuple(unsafe))
+        elif verdict is None:
+            unchecked.append(path)
+    return Bytecode(
+        tuple(files), tuple(stale), tuple(unsafe), tuple(unchecked), tuple(headers)
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -432,6 +605,9 @@ class Survey:
     def stale(self) -> List[str]:
         return [path for b in self.bytecode.values() for path in b.stale]
 
+    def unchecked(self) -> List[str]:
+        return [path for b in self.bytecode.values() for path in b.unchecked]
+
     def unsafe(self) -> List[str]:
         return [why for b in self.bytecode.values() for why in b.unsafe]
 
@@ -448,6 +624,11 @@ class Survey:
             notes += [
                 f"Python runs other code from its unchecked-hash bytecode {path}"
                 for path in found.stale
+            ]
+            notes += [
+                f"its unchecked-hash bytecode {path} is another Python's, which "
+                "this one cannot check"
+                for path in found.unchecked
             ]
             why = f" ({'; '.join(notes)})" if notes else ""
             lines.append(f"  {inspection.state.value:{width}} {rel}{why}")
@@ -488,8 +669,9 @@ class Survey:
         if self.look_alikes:
             lines.append(
                 f"{len(self.look_alikes)} file(s) named like temporary files of "
-                "an earlier version hold something else, so apply and revert leave "
-                f"them alone (e.g. {self.root / self.look_alikes[0]})."
+                "an earlier version are left alone: apply and revert remove only "
+                "files named as they name theirs. Delete them if they are not "
+                f"yours (e.g. {self.root / self.look_alikes[0]})."
             )
         if self.legacy_state:
             lines.append(
@@ -502,6 +684,12 @@ class Survey:
                 "match their source, so Python runs their old code instead; the "
                 "next `apply` or `revert` removes them."
             )
+        if self.unchecked():
+            lines.append(
+                f"{len(self.unchecked())} file(s) of unchecked-hash bytecode are "
+                "another Python's (3.10 or older), which this one cannot check "
+                "against their source; the next `apply` or `revert` removes them."
+            )
         if self.unsafe() and unknown:
             lines.append(
                 f"{self.unsafe()[0]}: where a module's cached bytecode belongs, "
@@ -513,12 +701,10 @@ class Survey:
 def _survey(
     package: Package,
     targets: Dict[str, List[FilePatch]],
-    listed: Optional[FrozenSet[str]],
-    version: Optional[str] = None,
+    found: Optional[Record],
 ) -> Survey:
     files = {
-        rel: inspect(package, rel, patches, listed, version)
-        for rel, patches in targets.items()
+        rel: inspect(package, rel, patches, found) for rel, patches in targets.items()
     }
     legacy = package.is_file(LEGACY_STATE)
     cached = {
@@ -533,35 +719,15 @@ def _survey(
 def _leftovers(
     package: Package, files: Dict[str, Inspection]
 ) -> Tuple[List[str], List[str]]:
-    """Temporary files that earlier runs left, and files of other people
-    that only look like those of an earlier version.
-
-    Earlier versions named their temporary files as ``tempfile.mkstemp``
-    names any file, ``.NAME.XXXXXXXX.tmp``, so a user's
-    ``._emitter.py.20261130.tmp`` has such a name too. Such a file held part
-    of the text being written, the stock or the patched one, and a probe
-    nothing: only a file like that is taken for one of theirs.
-    """
+    """Temporary files that this tool's runs left (``.NAME.device-guard.HEX.tmp``,
+    removed by the next apply or revert), and files named like an earlier
+    version's (``.NAME.XXXXXXXX.tmp``, as ``tempfile.mkstemp`` names any file,
+    and its probes), which are only reported: a user's
+    ``._emitter.py.20261130.tmp`` has such a name too."""
     ours: List[str] = []
     others: List[str] = []
     for leftover in package.leftovers(list(files)):
-        if leftover.kind == "temp":
-            ours.append(leftover.path)
-            continue
-        try:
-            data = package.read(leftover.path)
-        except Unsafe:
-            continue
-        if leftover.kind == "old-probe":
-            is_ours = data == b""
-        else:
-            found = files.get(leftover.target)
-            is_ours = bool(data) and (
-                found is not None
-                and found.state in (FileState.STOCK, FileState.PATCHED)
-                and (found.data.startswith(data) or found.other.startswith(data))
-            )
-        (ours if is_ours else others).append(leftover.path)
+        (ours if leftover.kind == "temp" else others).append(leftover.path)
     return ours, others
 
 
@@ -572,18 +738,25 @@ _ATTEMPTS = 3
 
 @contextlib.contextmanager
 def _locked(
-    root: Path, waiting: Callable[[Path], None], shared: bool = False
+    root: Path,
+    waiting: Callable[[Path, str], None],
+    shared: bool = False,
+    wait: float = lock.DEFAULT_WAIT,
 ) -> Iterator[Package]:
     """The package folder at ``root``, opened and locked.
 
     The lock is taken on the folder opened, so a folder that was moved away
     while the run waited (as a pip reinstall does) would be read or patched
     in its new place; the run starts over on the folder now at ``root``.
+    Everything else (the distribution's RECORD, its version, the files) is
+    read once the lock is held.
     """
     for _ in range(_ATTEMPTS):
         with (
             Package(root) as package,
-            lock.hold(package.fd, root, lambda: waiting(root), shared=shared),
+            lock.hold(
+                package.fd, root, lambda who: waiting(root, who), shared, wait
+            ),
         ):
             if not package.moved():
                 yield package
@@ -598,13 +771,14 @@ def _locked(
 def survey(
     root: Path,
     targets: Dict[str, List[FilePatch]],
-    waiting: Optional[Callable[[Path], None]] = None,
+    waiting: Optional[Callable[[Path, str], None]] = None,
+    wait: float = lock.DEFAULT_WAIT,
 ) -> Survey:
-    """Reads the state of the installation, writing nothing; waits for a
-    running ``apply`` or ``revert`` to finish first (a shared lock)."""
-    listed = shipped(root)
-    with _locked(root, waiting or _say_waiting, shared=True) as package:
-        return _survey(package, targets, listed, release(root))
+    """Reads the state of the installation, writing nothing; waits up to
+    ``wait`` seconds for a running ``apply`` or ``revert`` to finish first (a
+    shared lock)."""
+    with _locked(root, waiting or _say_waiting, True, wait) as package:
+        return _survey(package, targets, record(root))
 
 
 def status(root: Path, targets: Dict[str, List[FilePatch]]) -> Dict[str, FileState]:
@@ -622,10 +796,9 @@ class Change:
     bytecode: List[str] = dataclasses.field(default_factory=list)
 
 
-def _say_waiting(root: Path) -> None:
+def _say_waiting(root: Path, who: str) -> None:
     print(
-        f"waiting for another executorch-device-guard apply or revert on {root} "
-        "to finish (Ctrl-C to stop)...",
+        f"waiting for {who} to release its lock on {root} (Ctrl-C to stop)...",
         file=sys.stderr,
         flush=True,
     )
@@ -634,31 +807,33 @@ def _say_waiting(root: Path) -> None:
 def apply(
     root: Path,
     targets: Dict[str, List[FilePatch]],
-    waiting: Optional[Callable[[Path], None]] = None,
+    waiting: Optional[Callable[[Path, str], None]] = None,
+    wait: float = lock.DEFAULT_WAIT,
 ) -> Change:
     """Patches every stock target; ``written`` is empty if all were patched."""
-    return _change(root, targets, FileState.STOCK, waiting or _say_waiting)
+    return _change(root, targets, FileState.STOCK, waiting or _say_waiting, wait)
 
 
 def revert(
     root: Path,
     targets: Dict[str, List[FilePatch]],
-    waiting: Optional[Callable[[Path], None]] = None,
+    waiting: Optional[Callable[[Path, str], None]] = None,
+    wait: float = lock.DEFAULT_WAIT,
 ) -> Change:
     """Restores every patched target; ``written`` is empty if all were stock."""
-    return _change(root, targets, FileState.PATCHED, waiting or _say_waiting)
+    return _change(root, targets, FileState.PATCHED, waiting or _say_waiting, wait)
 
 
 def _change(
     root: Path,
     targets: Dict[str, List[FilePatch]],
     source: FileState,
-    waiting: Callable[[Path], None],
+    waiting: Callable[[Path, str], None],
+    wait: float,
 ) -> Change:
     faults.check()
-    listed = shipped(root)
-    with _locked(root, waiting) as package:
-        found = _survey(package, targets, listed, release(root))
+    with _locked(root, waiting, wait=wait) as package:
+        found = _survey(package, targets, record(root))
         bad = [
             i.describe(root / rel)
             for rel, i in found.files.items()
@@ -688,10 +863,23 @@ def _change(
                     "changed. Run the command as that user, or as root."
                 )
         removals = found.leftovers + ([LEGACY_STATE] if found.legacy_state else [])
-        # A file to replace loses all its bytecode just before the rename;
+        # A file to replace loses, just before the rename, the bytecode that
+        # Python could run instead of its new text (which keeps its time);
         # another loses only what Python would run although it is stale.
-        cached = {rel: list(found.bytecode[rel].files) for rel in todo}
-        stale = [p for r, b in found.bytecode.items() if r not in todo for p in b.stale]
+        cached = {
+            rel: found.bytecode[rel].runs_instead(
+                found.files[rel].other,
+                found.files[rel].mtime_ns,
+                found.files[rel].data,
+            )
+            for rel in todo
+        }
+        stale = [
+            p
+            for r, b in found.bytecode.items()
+            if r not in todo
+            for p in b.stale + b.unchecked
+        ]
         for rel in todo + removals + stale + sum(cached.values(), []):
             why = package.unwritable(rel)
             if why:
@@ -710,6 +898,13 @@ def _change(
             except (OSError, Unsafe) as e:
                 done = len(written) + found.shipped() - len(todo)
                 verb = "patched" if source is FileState.STOCK else "stock"
+                if isinstance(e, Changed):
+                    raise GuardError(
+                        f"{root / rel} changed while this command ran (another "
+                        f"program wrote it); what it wrote is kept. {done} of "
+                        f"{found.shipped()} files are now {verb}, each file "
+                        "whole: run the command again when that program is done."
+                    ) from e
                 raise GuardError(
                     f"Cannot write {root / rel} ({getattr(e, 'strerror', None) or e}). "
                     f"{done} of {found.shipped()} files are now {verb}, each "

@@ -19,6 +19,10 @@ refuses: a target that is neither stock nor patched, or missing. A target
 that the release does not ship (not in its RECORD) is linked as it is, like
 any other file.
 
+``is_patched_overlay`` tells, from the files alone, whether a folder is such
+a patched overlay of the installed ExecuTorch as it is now: ``run`` inside
+``run`` finds the outer one first on its path.
+
 Python run with an overlay must not cache bytecode: a module imported through
 a linked folder would have its ``__pycache__`` written into the installed
 package. ``NO_BYTECODE`` is what ``check`` and ``run`` put in the environment
@@ -31,7 +35,8 @@ import os
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from executorch_device_guard import installed as _installed
+from executorch_device_guard import installed as _installed, lock
+from executorch_device_guard.confined import read_file, Unsafe
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.installed import FileState, Inspection
 from executorch_device_guard.patchset import FilePatch
@@ -41,11 +46,13 @@ NO_BYTECODE = {"PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def inspect_targets(
-    installed: Path, targets: Dict[str, List[FilePatch]]
+    installed: Path,
+    targets: Dict[str, List[FilePatch]],
+    wait: float = lock.DEFAULT_WAIT,
 ) -> Dict[str, Inspection]:
     """Each target's state and bytes; GuardError unless every one is stock,
     patched or left alone on this release."""
-    found = _installed.survey(installed, targets).files
+    found = _installed.survey(installed, targets, wait=wait).files
     bad = [
         i.describe(installed / rel)
         for rel, i in found.items()
@@ -78,19 +85,89 @@ def build_overlay(
     """
     if found is None:
         found = inspect_targets(installed, targets)
-    files: Dict[Path, bytes] = {
-        Path(rel): text.encode("utf-8") for rel, text in (support or {}).items()
-    }
+    files = _files(found, patched)
+    files.update(
+        {Path(rel): text.encode("utf-8") for rel, text in (support or {}).items()}
+    )
+    along = {parent for rel in files for parent in rel.parents}
+    _link_tree(installed, dest / "executorch", Path("."), along, files)
+    return dest
+
+
+def _files(found: Dict[str, Inspection], patched: bool) -> Dict[Path, bytes]:
+    """The overlay's real files: each target's stock or patched bytes."""
+    files: Dict[Path, bytes] = {}
     for rel, inspection in found.items():
         if inspection.state in _installed.LEFT_ALONE:
             continue
         is_stock = inspection.state is FileState.STOCK
-        stock = inspection.data if is_stock else inspection.other
         patched_data = inspection.other if is_stock else inspection.data
-        files[Path(rel)] = patched_data if patched else stock
+        files[Path(rel)] = patched_data if patched else inspection.stock()
+    return files
+
+
+def is_patched_overlay(
+    folder: Path,
+    installed: Path,
+    found: Dict[str, Inspection],
+    variants: Optional[Dict[str, bytes]] = None,
+) -> bool:
+    """Whether ``folder/executorch`` is exactly what ``build_overlay`` makes
+    of ``installed`` (whose targets are ``found``) with ``patched=True``: the
+    same names, each target a file of the patched bytes, each folder on the
+    way to one a real folder, everything else a link to the installed entry
+    of that name. ``variants``: other bytes that a linked file may have as a
+    file of its own (the import marker that ``run`` adds)."""
+    files = _files(found, patched=True)
     along = {parent for rel in files for parent in rel.parents}
-    _link_tree(installed, dest / "executorch", Path("."), along, files)
-    return dest
+    seen: set = set()
+    try:
+        same = _same_tree(
+            installed,
+            folder / "executorch",
+            Path("."),
+            along,
+            files,
+            {Path(rel): data for rel, data in (variants or {}).items()},
+            seen,
+        )
+    except (OSError, Unsafe):
+        return False
+    return same and seen == set(files)
+
+
+def _same_tree(
+    src: Path,
+    dst: Path,
+    rel: Path,
+    along: set,
+    files: Dict[Path, bytes],
+    variants: Dict[Path, bytes],
+    seen: set,
+) -> bool:
+    if dst.is_symlink() or not dst.is_dir():
+        return False
+    wanted = {e.name for e in os.scandir(src) if e.name != "__pycache__"}
+    if set(os.listdir(dst)) != wanted:
+        return False
+    for name in sorted(wanted):
+        child, entry = rel / name, dst / name
+        if child in files:
+            if entry.is_symlink() or read_file(entry) != files[child]:
+                return False
+            seen.add(child)
+        elif child in along:
+            if not _same_tree(
+                src / name, entry, child, along, files, variants, seen
+            ):
+                return False
+        elif entry.is_symlink():
+            target = os.path.join(dst, os.readlink(entry))
+            if os.path.realpath(target) != os.path.realpath(src / name):
+                return False
+        elif child not in variants or read_file(entry) != variants[child]:
+            return False
+    return True
 
 
 def _link_tree(

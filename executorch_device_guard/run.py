@@ -30,6 +30,17 @@ process to the whole group reaches the command twice.
 The exit code is the command's; 128+N if signal N ended it; 126 if it cannot
 be executed, 127 if it is not found.
 
+The temporary folder is never inside the installed package (a ``TMPDIR``
+there is refused), and it is locked while the command runs (the command
+inherits the lock): a folder of a ``run`` killed by SIGKILL, once no process
+holds its lock, is removed by the next ``run``.
+
+``run`` inside ``run`` (a script that wraps its export in ``run``, itself run
+under ``run``) finds the outer overlay first on its path; it runs the command
+as it is only when that folder is, file by file, a patched overlay of the
+installed ExecuTorch as it is now (``overlay.is_patched_overlay``), and
+refuses any other folder that shadows it, as ``apply`` does.
+
 A command line that would drop ``PYTHONPATH``, and with it the overlay
 (``python -I`` or ``-E``, ``env -u PYTHONPATH``, ``env -i``, ``env
 PYTHONPATH=...``), is refused before anything runs. What the command line
@@ -52,14 +63,21 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from executorch_device_guard import signals, tempdirs
+from executorch_device_guard import installed, lock, signals, tempdirs
+from executorch_device_guard.confined import read_file, Unsafe
 from executorch_device_guard.errors import GuardError
-from executorch_device_guard.installed import executorch_root
-from executorch_device_guard.overlay import build_overlay, inspect_targets, NO_BYTECODE
+from executorch_device_guard.overlay import (
+    build_overlay,
+    inspect_targets,
+    is_patched_overlay,
+    NO_BYTECODE,
+)
 from executorch_device_guard.patchset import patched_files
 
-# Set for the command: the overlay it runs with.
-OVERLAY_ENV = "EXECUTORCH_DEVICE_GUARD_OVERLAY"
+PREFIX = "device-guard-run-"
+# What run puts in its temporary folder: the overlay, its import check's
+# answer, and the import marker.
+_CONTENTS = {"patched", "where.json", "imported"}
 # Set for the command: the marker file that the overlay's ExecuTorch creates
 # when a process imports it.
 IMPORTED_ENV = "EXECUTORCH_DEVICE_GUARD_IMPORTED"
@@ -104,7 +122,9 @@ with open(sys.argv[1], "w") as f:
 """
 
 
-def run_command(command: List[str], root: Path) -> int:
+def run_command(
+    command: List[str], root: Path, wait: float = lock.DEFAULT_WAIT
+) -> int:
     """Runs ``command`` with the patched overlay; returns its exit code.
 
     Raises GuardError (nothing started, nothing left behind) when ExecuTorch
@@ -113,30 +133,36 @@ def run_command(command: List[str], root: Path) -> int:
     """
     signals.raise_on_terminate(_FORWARDED)
     refuse_dropped_pythonpath(command)
-    if _inside_run():
-        # The outer run's overlay is first on PYTHONPATH already (and shadows
-        # the installed ExecuTorch, which executorch_root would refuse).
-        return _run(command, dict(os.environ))
-    installed = executorch_root()
+    executorch = installed.installed_root()
     targets = patched_files(root, install=True)
-    found = inspect_targets(installed, targets)
-    folder = tempdirs.make("device-guard-run-")
+    found = inspect_targets(executorch, targets, wait=wait)
+    instead = installed.loaded_instead(executorch)
+    if instead is not None:
+        # Only an outer run's overlay, first on PYTHONPATH, may come first.
+        outer = Path(instead[1]).parent if instead[1] else None
+        variants = _marked(executorch)
+        if outer is None or not is_patched_overlay(
+            outer, executorch, found, variants
+        ):
+            raise installed.shadowed(executorch, instead)
+        return _run(command, dict(os.environ))
+    tempdirs.remove_abandoned(PREFIX, _CONTENTS)
+    folder = tempdirs.make(PREFIX, outside=executorch, locked=True)
     try:
         overlay = build_overlay(
-            installed, targets, folder / "patched", patched=True, found=found
+            executorch, targets, folder / "patched", patched=True, found=found
         )
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
             [str(overlay)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
         )
-        env[OVERLAY_ENV] = str(overlay)
         env.update(NO_BYTECODE)
         _check_import(env, overlay, folder)
         marker = folder / "imported"
         watched = _add_import_marker(overlay)
         if watched:
             env[IMPORTED_ENV] = str(marker)
-        code = _run(command, env)
+        code = _run(command, env, keep=tempdirs.lock_of(folder))
         if watched and code not in (126, 127) and not marker.exists():
             print(_not_imported(), file=sys.stderr, flush=True)
         return code
@@ -144,11 +170,14 @@ def run_command(command: List[str], root: Path) -> int:
         tempdirs.remove(folder)
 
 
-def _inside_run() -> bool:
-    """Whether this process runs under ``run``, its overlay first on PYTHONPATH."""
-    overlay = os.environ.get(OVERLAY_ENV)
-    first = os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]
-    return bool(overlay) and first == overlay and os.path.isdir(overlay)
+def _marked(executorch: Path) -> Dict[str, bytes]:
+    """What ``_add_import_marker`` makes of ``exir/__init__.py`` (if it can
+    be read), for ``is_patched_overlay``."""
+    try:
+        text = read_file(executorch / "exir" / "__init__.py")
+    except Unsafe:
+        return {}
+    return {"exir/__init__.py": text + _MARKER_CODE.encode()} if text else {}
 
 
 def _add_import_marker(overlay: Path) -> bool:
@@ -160,7 +189,12 @@ def _add_import_marker(overlay: Path) -> bool:
     init = folder / "__init__.py"
     if folder.is_symlink() or not folder.is_dir() or not init.is_file():
         return False
-    text = init.read_bytes()
+    try:
+        text = read_file(init.resolve())
+    except Unsafe:
+        return False
+    if text is None:
+        return False
     # Replace the link itself (unlinking it leaves what it points to alone),
     # and create the new file only where nothing is.
     init.unlink()
@@ -341,15 +375,18 @@ def _cannot_execute(command: str, error: OSError) -> int:
     return 126
 
 
-def _run(command: List[str], env: Dict[str, str]) -> int:
+def _run(command: List[str], env: Dict[str, str], keep: Tuple[int, ...] = ()) -> int:
+    """Runs ``command``; it inherits the descriptors ``keep``."""
     if hasattr(signal, "sigtimedwait") and hasattr(signal, "pthread_sigmask"):
-        code = _run_waiting_for_signals(command, env)
+        code = _run_waiting_for_signals(command, env, keep)
     else:
-        code = _run_with_handlers(command, env)
+        code = _run_with_handlers(command, env, keep)
     return code if code >= 0 else 128 - code
 
 
-def _run_waiting_for_signals(command: List[str], env: Dict[str, str]) -> int:
+def _run_waiting_for_signals(
+    command: List[str], env: Dict[str, str], keep: Tuple[int, ...]
+) -> int:
     """POSIX: the signals are blocked and taken one at a time with their
     sender's details (``sigtimedwait``), so the tool knows which to pass on."""
     watched = {*_FORWARDED, signal.SIGCHLD}
@@ -359,6 +396,7 @@ def _run_waiting_for_signals(command: List[str], env: Dict[str, str]) -> int:
             proc = subprocess.Popen(
                 command,
                 env=env,
+                pass_fds=keep,
                 # The command gets the signal mask the tool started with.
                 preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_SETMASK, previous),
             )
@@ -402,7 +440,9 @@ def _in_the_terminal_foreground() -> bool:
         os.close(fd)
 
 
-def _run_with_handlers(command: List[str], env: Dict[str, str]) -> int:
+def _run_with_handlers(
+    command: List[str], env: Dict[str, str], keep: Tuple[int, ...]
+) -> int:
     """Where signals cannot be waited for: Python handlers pass them on."""
     procs: List[subprocess.Popen] = []
     early: List[int] = []
@@ -421,7 +461,7 @@ def _run_with_handlers(command: List[str], env: Dict[str, str]) -> int:
         for signum in _FORWARDED:
             previous[signum] = signal.signal(signum, forward)
         try:
-            procs.append(subprocess.Popen(command, env=env))
+            procs.append(subprocess.Popen(command, env=env, pass_fds=keep))
         except OSError as e:
             return _cannot_execute(command[0], e)
         if early:

@@ -19,18 +19,35 @@ cleanup runs and no folder is left behind. Callers install
 and not removed yet is listed, so that ``remove_all`` (the CLI's last step)
 removes it even if a signal came between its creation and its owner's
 ``try``.
+
+A folder can also be made *locked* (``run``'s): an ``flock`` on it is held
+while it is in use, by a descriptor that the command inherits
+(``lock_of``). A SIGKILL leaves such a folder behind; ``remove_abandoned``
+removes, in the temporary folder, exactly those of its names (the prefix and
+``mkdtemp``'s 8 characters) that are this user's real folders, older than a
+minute, holding nothing but what ``run`` puts there, whose lock no process
+holds. And a folder is never made inside
+``outside`` (the installed package): a ``TMPDIR`` there is refused.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
+import stat
 import tempfile
 import threading
+import time
 from pathlib import Path
-from typing import Iterator, List, Set
+from typing import Dict, Iterator, List, Optional, Set, Tuple
+
+try:
+    import fcntl
+except ImportError:  # Windows: no locked folders, none removed
+    fcntl = None  # type: ignore[assignment]
 
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.signals import Interrupted
@@ -41,6 +58,9 @@ _SIGNALS = [
     if hasattr(signal, name)
 ]
 _live: Set[Path] = set()
+_locks: Dict[Path, int] = {}
+# A folder younger than this may not hold its lock yet.
+_SETTLED = 60.0
 
 
 class Held:
@@ -78,8 +98,9 @@ def holding() -> Iterator[Held]:
             signal.signal(signum, handler)
 
 
-def temp_root() -> str:
-    """The temporary folder, refused if PYTHONPATH cannot hold its path."""
+def temp_root(outside: Optional[Path] = None) -> str:
+    """The temporary folder, refused if PYTHONPATH cannot hold its path or if
+    it is inside ``outside``."""
     root = tempfile.gettempdir()
     if os.pathsep in root:
         raise GuardError(
@@ -87,19 +108,38 @@ def temp_root() -> str:
             "a path on PYTHONPATH, so the overlay could not come first: set "
             f"TMPDIR to a folder whose path has no {os.pathsep!r}."
         )
+    if outside is not None:
+        real, package = os.path.realpath(root), os.path.realpath(outside)
+        if os.path.commonpath([real, package]) == package:
+            raise GuardError(
+                f"the temporary folder {root} is inside the installed ExecuTorch "
+                f"at {outside}, where nothing is written: set TMPDIR to a folder "
+                "outside it. Nothing was run."
+            )
     return root
 
 
-def make(prefix: str) -> Path:
-    """A new temporary folder; a signal during its creation removes it again."""
-    root = temp_root()
+def make(prefix: str, outside: Optional[Path] = None, locked: bool = False) -> Path:
+    """A new temporary folder (not inside ``outside``; ``locked``: see
+    ``lock_of``); a signal during its creation removes it again."""
+    root = temp_root(outside)
     with holding() as held:
         path = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
         _live.add(path)
+        if locked and fcntl is not None:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            _locks[path] = fd
+            fcntl.flock(fd, fcntl.LOCK_EX)
     if held.signals:
         remove(path)
         held.raise_first()
     return path
+
+
+def lock_of(path: Path) -> Tuple[int, ...]:
+    """The descriptor that holds a locked folder's lock (none if it has none),
+    for a command to inherit: the lock lasts while any process has it."""
+    return (_locks[path],) if path in _locks else ()
 
 
 def remove(path: Path) -> None:
@@ -107,6 +147,7 @@ def remove(path: Path) -> None:
     with holding() as held:
         shutil.rmtree(path, ignore_errors=True)
         _live.discard(path)
+        _unlock(path)
     held.raise_first()
 
 
@@ -116,3 +157,59 @@ def remove_all() -> None:
         for path in list(_live):
             shutil.rmtree(path, ignore_errors=True)
             _live.discard(path)
+            _unlock(path)
+
+
+def _unlock(path: Path) -> None:
+    fd = _locks.pop(path, None)
+    if fd is not None:
+        os.close(fd)
+
+
+def remove_abandoned(prefix: str, contents: Set[str]) -> List[Path]:
+    """Removes the locked folders named ``prefix`` + 8 characters that a
+    SIGKILL left in the temporary folder: this user's real folders, settled,
+    holding only names in ``contents``, whose lock no process holds (their
+    command ended too). Returns them."""
+    if fcntl is None or not hasattr(os, "geteuid"):
+        return []
+    root = temp_root()
+    name = re.compile(re.escape(prefix) + r"[a-z0-9_]{8}")
+    removed = []
+    try:
+        entries = sorted(os.listdir(root))
+    except OSError:
+        return []
+    for entry in entries:
+        if not name.fullmatch(entry):
+            continue
+        path = Path(root) / entry
+        try:
+            st = os.lstat(path)
+            if (
+                not stat.S_ISDIR(st.st_mode)
+                or st.st_uid != os.geteuid()
+                or time.time() - st.st_mtime < _SETTLED
+            ):
+                continue
+            flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_NOFOLLOW
+            fd = os.open(path, flags)
+        except OSError:
+            continue
+        try:
+            opened = os.fstat(fd)
+            if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
+                continue
+            if not set(os.listdir(fd)) <= contents:
+                continue  # not a folder that run made
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # in use
+            with holding() as held:
+                shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+            held.raise_first()
+        finally:
+            os.close(fd)
+    return removed

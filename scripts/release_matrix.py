@@ -9,12 +9,15 @@
     python3 scripts/release_matrix.py [--no-probes] [--keep] [--out FILE] VERSION...
 
 For each ExecuTorch VERSION, in a new virtual environment under $TMPDIR with
-that wheel and the torch it pins (``torch_pin``), installed without bytecode
-(``--no-compile``) so that every file can be compared:
+that wheel and the torch it pins (``torch_pin``); the wheel as pip installs it
+by default, its bytecode compiled and listed in RECORD (torch without):
 
 1. ``status``, ``apply``, ``status``, ``revert``: the executorch package and
-   its dist-info, every file hashed, are byte for byte what pip installed;
-2. ``run -- python -c 'import executorch.exir'`` writes nothing there (hash);
+   its dist-info are what pip installed: every file's bytes (sha256), mode
+   and modification time, bytecode included, and every folder's
+   modification time;
+2. ``run -- python -c 'import executorch.exir'`` writes nothing there (the
+   same comparison);
 3. each probe of test/crash_probes.py whose code the release ships: stock,
    the process dies with SIGSEGV, and faulthandler's innermost frame in
    ExecuTorch is the guarded function (the line is printed with its source);
@@ -130,13 +133,26 @@ def pip(python: Path, *args: str) -> None:
 
 def tree_hash(site: Path) -> Dict[str, str]:
     """sha256 of every file of the executorch package and its dist-info."""
+    return {k: v.split()[0] for k, v in tree_state(site).items() if not k.endswith("/")}
+
+
+def tree_state(site: Path) -> Dict[str, str]:
+    """Every file of the executorch package and its dist-info: its sha256,
+    mode and modification time (ns); every folder (key ending in "/"): its
+    modification time."""
     result = {}
     for top in [site / "executorch", *site.glob("executorch-*.dist-info")]:
         for folder, _, files in os.walk(top):
+            st = os.lstat(folder)
+            result[str(Path(folder).relative_to(site)) + "/"] = str(st.st_mtime_ns)
             for name in files:
                 path = Path(folder) / name
+                st = path.lstat()
                 data = path.read_bytes() if not path.is_symlink() else b"link"
-                result[str(path.relative_to(site))] = hashlib.sha256(data).hexdigest()
+                digest = hashlib.sha256(data).hexdigest()
+                result[str(path.relative_to(site))] = (
+                    f"{digest} {st.st_mode:o} {st.st_mtime_ns}"
+                )
     return result
 
 
@@ -192,6 +208,8 @@ def release(
         )
         (wheel,) = wheels.glob("executorch-*.whl")
         pin = torch_pin(version, wheel)
+        # The wheel as pip installs it: its bytecode compiled, in RECORD.
+        pip(python, "install", "-q", "--no-deps", str(wheel))
         if probes:
             say(f"## ExecuTorch {version} (with {pin})")
             pip(python, "install", "-q", "--no-compile", pin, str(wheel))
@@ -200,7 +218,6 @@ def release(
             ).stdout.strip()
         else:
             say(f"## ExecuTorch {version} (the wheel alone, no torch; it pins {pin})")
-            pip(python, "install", "-q", "--no-compile", "--no-deps", str(wheel))
             torch_version = "none"
         row["torch"] = torch_version
         site = Path(
@@ -218,7 +235,7 @@ def release(
         env.pop("PYTHONSAFEPATH", None)
         tool = [str(python), "-m", "executorch_device_guard"]
 
-        before = tree_hash(site)
+        before = tree_state(site)
         steps = {}
         for step in ("status", "apply", "status", "revert"):
             proc = sh([*tool, step], env=env, cwd=base)
@@ -227,13 +244,20 @@ def release(
             steps.setdefault(step, proc.returncode)
             if step == "apply":
                 patched = tree_hash(site)
-        after = tree_hash(site)
+        after = tree_state(site)
         changed = sorted(
             k for k in set(before) | set(after) if before.get(k) != after.get(k)
         )
         identical = not changed and all(c == 0 for c in steps.values())
-        say(f"apply then revert: {len(before)} files hashed, {len(changed)} differ")
-        row["files"] = str(len(before))
+        files = [k for k in before if not k.endswith("/")]
+        pycs = sum(k.endswith(".pyc") for k in files)
+        say(
+            f"apply then revert: {len(files)} files ({pycs} of them bytecode) and "
+            f"{len(before) - len(files)} folders compared (bytes, mode, "
+            f"modification time), {len(changed)} differ"
+            + (f": {changed[:5]}" if changed else "")
+        )
+        row["files"] = f"{len(files)} ({pycs} .pyc)"
         row["apply/revert"] = "identical" if identical else f"DIFFERS ({changed[:3]})"
 
         command = [str(python), "-c", "import executorch.exir"]
@@ -252,11 +276,11 @@ def release(
             say(f"run: {len(same)} of {len(shipped)} targets are the patched files")
             if len(same) != len(shipped) or not shipped:
                 proc.returncode = proc.returncode or 1
-        after_run = tree_hash(site)
+        after_run = tree_state(site)
         wrote = sorted(
             k for k in set(after) | set(after_run) if after.get(k) != after_run.get(k)
         )
-        say(f"run: exit {proc.returncode}, {len(wrote)} files written")
+        say(f"run: exit {proc.returncode}, {len(wrote)} files or folders changed")
         row["run writes"] = (
             "nothing"
             if proc.returncode == 0 and not wrote

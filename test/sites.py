@@ -58,23 +58,31 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def make_site(site: Path) -> Path:
-    """A minimal ExecuTorch 1.5.1 installation holding the series' targets."""
+def record_hash(data: bytes) -> str:
+    """A file's hash as a wheel's RECORD gives it."""
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+    return f"sha256={digest.decode()}"
+
+
+def make_site(site: Path, version: str = "1.5.1") -> Path:
+    """A minimal ExecuTorch 1.5.1 installation holding the series' targets,
+    its RECORD as pip writes it (METADATA's hash in it too)."""
     package = site / "executorch"
     record = []
-    files = {"version.py": b"__version__ = '1.5.1'\n", **STOCK}
+    files = {"version.py": f"__version__ = '{version}'\n".encode(), **STOCK}
     for rel, data in files.items():
         path = package / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
-        record.append(f"executorch/{rel},sha256={digest.decode()},{len(data)}")
-    dist = site / "executorch-1.5.1.dist-info"
+        record.append(f"executorch/{rel},{record_hash(data)},{len(data)}")
+    dist = site / f"executorch-{version}.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: executorch\nVersion: 1.5.1\n"
-    )
-    record += [f"{dist.name}/METADATA,,", f"{dist.name}/RECORD,,"]
+    metadata = f"Metadata-Version: 2.1\nName: executorch\nVersion: {version}\n"
+    (dist / "METADATA").write_text(metadata)
+    record += [
+        f"{dist.name}/METADATA,{record_hash(metadata.encode())},{len(metadata)}",
+        f"{dist.name}/RECORD,,",
+    ]
     (dist / "RECORD").write_text("\n".join(record) + "\n")
     return site
 

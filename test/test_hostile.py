@@ -18,6 +18,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -362,8 +363,8 @@ def test_record_that_omits_a_target_beside_listed_files(tmp_path: Path) -> None:
     status = cli(site, "status")
     assert status.returncode == 0, status.stderr
     assert re.search(
-        rf"^  unknown +{re.escape(EMITTER)} \(this release's RECORD lists its "
-        r"folder but not it\)$",
+        rf"^  unknown +{re.escape(EMITTER)} \(it is there, but this release's "
+        r"RECORD does not list it\)$",
         status.stdout,
         re.M,
     ), status.stdout
@@ -372,3 +373,326 @@ def test_record_that_omits_a_target_beside_listed_files(tmp_path: Path) -> None:
     run = cli(site, "run", "--", sys.executable, "-c", "pass")
     one_line_error(run, f"{site / 'executorch' / EMITTER} is unknown")
     assert snapshot(tmp_path) == before
+
+
+# Issue 25: a hostile test of ddcd504 (../shared/reports/hostile-ddcd504.md).
+# Each test below failed on ddcd504; docs/hostile.md has the table.
+
+
+def _record(site: Path) -> Path:
+    return next(site.glob("*.dist-info")) / "RECORD"
+
+
+def _run_args(command: str) -> list:
+    return [command] + (["--", sys.executable, "-c", "pass"] if command == "run" else [])
+
+
+def test_an_edit_made_while_apply_writes_is_kept(tmp_path: Path, site: Path) -> None:
+    """Case 1: another program appends to the emitter while apply has its new
+    text written beside it: the rename would lose the edit, so apply stops."""
+    import subprocess
+
+    from sites import FAULT, REPO
+
+    emitter = site / "executorch" / EMITTER
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
+    env[FAULT] = "delay:1.5"  # every write step sleeps: the window is wide
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "executorch_device_guard", "apply"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not list(emitter.parent.glob("._emitter.py.device-guard.*.tmp")):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        with open(emitter, "ab") as f:
+            f.write(b"# someone else's edit\n")
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    edited = STOCK[EMITTER] + b"# someone else's edit\n"
+    assert emitter.read_bytes() == edited
+    one_line_error(
+        subprocess.CompletedProcess([], proc.returncode, out, err),
+        f"{emitter} changed while this command ran (another program wrote it); "
+        "what it wrote is kept",
+    )
+    assert "0 of " in err
+    assert not list(emitter.parent.glob("*.tmp"))
+    for rel in TARGETS:
+        if rel != EMITTER:
+            assert (site / "executorch" / rel).read_bytes() == STOCK[rel], rel
+
+
+def test_an_edit_in_the_instant_of_the_rename_is_put_back(
+    tmp_path: Path, site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Case 1, the narrowest window: a write to the old file between the
+    last comparison and the rename lands in a file that the rename takes
+    away. apply sees it on the old file and puts what it holds back."""
+    from executorch_device_guard import installed
+    from executorch_device_guard.errors import GuardError
+
+    emitter = site / "executorch" / EMITTER
+    real = os.replace
+
+    def replace_after_a_write(src, dst, **kwargs):
+        if str(dst).endswith("_emitter.py"):
+            with open(emitter, "ab") as f:
+                f.write(b"# written in the instant\n")
+        return real(src, dst, **kwargs)
+
+    monkeypatch.setattr(os, "replace", replace_after_a_write)
+    with pytest.raises(GuardError, match="changed while this command ran"):
+        installed.apply(site / "executorch", TARGETS)
+    monkeypatch.undo()
+    assert emitter.read_bytes() == STOCK[EMITTER] + b"# written in the instant\n"
+    assert not list(emitter.parent.glob("*.tmp"))
+
+
+def test_record_that_omits_the_emitters_folder_is_refused(
+    tmp_path: Path, site: Path
+) -> None:
+    """Case 2: RECORD lists nothing under exir/emit/, but the emitter is
+    there: RECORD and the disk disagree, so nothing is taken for 'not
+    shipped' and nothing is patched."""
+    record = _record(site)
+    record.write_text(
+        "".join(
+            line
+            for line in record.read_text().splitlines(keepends=True)
+            if not line.startswith("executorch/exir/emit/")
+        )
+    )
+    before = snapshot(tmp_path)
+    status = cli(site, "status")
+    assert status.returncode == 0, status.stderr
+    assert re.search(
+        rf"^  unknown +{re.escape(EMITTER)} \(it is there, but this release's "
+        r"RECORD does not list it\)$",
+        status.stdout,
+        re.M,
+    ), status.stdout
+    assert "Patched." not in status.stdout and "Stock." not in status.stdout
+    for command in ("apply", "revert", "run"):
+        one_line_error(
+            cli(site, *_run_args(command)), f"{site / 'executorch' / EMITTER} is unknown"
+        )
+    assert snapshot(tmp_path) == before
+
+
+def test_record_that_omits_the_emitter_after_apply_is_refused_by_revert(
+    tmp_path: Path, site: Path
+) -> None:
+    """Case 2, the mirror image: patched, then RECORD loses the emitter;
+    revert must not leave it patched and call the rest 'Stock.'."""
+    assert cli(site, "apply").returncode == 0
+    record = _record(site)
+    record.write_text(
+        "".join(
+            line
+            for line in record.read_text().splitlines(keepends=True)
+            if not line.startswith(f"executorch/{EMITTER},")
+        )
+    )
+    before = snapshot(tmp_path)
+    one_line_error(cli(site, "revert"), f"{site / 'executorch' / EMITTER} is unknown")
+    assert "Stock." not in cli(site, "status").stdout
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("spelling", ["exir/x/../emit/", "./exir/emit/", "exir//emit/"])
+def test_record_paths_are_normalized(tmp_path: Path, site: Path, spelling: str) -> None:
+    """Case 2: RECORD spells the emitter's path another way: it is still the
+    emitter, and it is patched and reverted with the rest."""
+    record = _record(site)
+    record.write_text(
+        record.read_text().replace("executorch/exir/emit/", f"executorch/{spelling}")
+    )
+    assert f"executorch/{spelling}_emitter.py" in record.read_text()
+    before = snapshot(tmp_path)
+    applied = cli(site, "apply")
+    assert applied.returncode == 0, applied.stderr
+    assert f"patched {site / 'executorch' / EMITTER}" in applied.stdout
+    assert_only_targets_changed(tmp_path, site, before, "patched")
+    assert cli(site, "status").stdout.endswith(
+        "Patched. `revert` restores the stock files.\n"
+    )
+    assert cli(site, "revert").returncode == 0
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", ["status", "apply", "revert", "run"])
+def test_a_second_dist_info_is_refused(tmp_path: Path, site: Path, command: str) -> None:
+    """Case 3: a stale executorch-*.dist-info of another release beside the
+    real one: which release the package is cannot be told, so every command
+    refuses rather than guess (on ddcd504 the stale one set the release)."""
+    stale = site / "executorch-1.4.1.dist-info"
+    shutil.copytree(site / "executorch-1.5.1.dist-info", stale)
+    (stale / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: executorch\nVersion: 1.4.1\n"
+    )
+    before = snapshot(tmp_path)
+    one_line_error(
+        cli(site, *_run_args(command)),
+        f"{site} holds 2 executorch distributions (executorch-1.4.1.dist-info and "
+        "executorch-1.5.1.dist-info)",
+        "Nothing was changed",
+    )
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("how", ["version", "version-and-folder"])
+@pytest.mark.parametrize("command", ["status", "apply", "run"])
+def test_a_version_that_disagrees_with_the_files_is_refused(
+    tmp_path: Path, command: str, how: str
+) -> None:
+    """Case 3: the release decides which backports apply, so a Version that
+    the files do not bear out is refused: edited in METADATA (its folder
+    says otherwise), or edited with the folder renamed (RECORD's hash of
+    METADATA says otherwise)."""
+    site = make_site(tmp_path / "site")
+    dist = site / "executorch-1.5.1.dist-info"
+    metadata = dist / "METADATA"
+    if how == "version":
+        metadata.write_text(metadata.read_text().replace("1.5.1", "1.4.1"))
+        needle = "says Version '1.4.1', but its folder is named for '1.5.1'"
+    elif how == "version-and-folder":
+        metadata.write_text(metadata.read_text().replace("1.5.1", "1.4.1"))
+        dist = dist.rename(site / "executorch-1.4.1.dist-info")
+        record = dist / "RECORD"
+        record.write_text(record.read_text().replace("1.5.1.dist-info", "1.4.1.dist-info"))
+        needle = "is not the file that"
+    before = snapshot(tmp_path)
+    one_line_error(cli(site, *_run_args(command)), needle)
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", ["status", "apply", "run"])
+def test_metadata_without_a_version_is_refused(
+    tmp_path: Path, site: Path, command: str
+) -> None:
+    """Beyond the report: the release decides which backports apply, so a
+    METADATA without Version (or none at all) is refused, not taken for
+    'every release'."""
+    metadata = next(site.glob("*.dist-info")) / "METADATA"
+    metadata.unlink()
+    before = snapshot(tmp_path)
+    one_line_error(cli(site, *_run_args(command)), f"{metadata} gives no Version")
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("what", ["RECORD", "METADATA"])
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+@pytest.mark.parametrize("command", ["status", "apply", "run"])
+def test_a_fifo_or_a_device_as_metadata_is_one_line(
+    tmp_path: Path, site: Path, what: str, kind: str, command: str
+) -> None:
+    """Case 7: a FIFO as RECORD or METADATA made status wait forever, a link
+    to /dev/zero read until memory ran out. Both are refused in one line."""
+    path = next(site.glob("*.dist-info")) / what
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    before = snapshot(tmp_path)
+    result = cli(site, *_run_args(command), wrap=LIMITED, timeout=60)
+    one_line_error(result, str(path), "Nothing was changed")
+    assert snapshot(tmp_path) == before
+
+
+# Memory for the CLI: 2 GiB of address space, as `ulimit -v` gives.
+LIMITED = [
+    sys.executable,
+    "-c",
+    "import os, resource, sys; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, "
+    "2 << 30)); os.execv(sys.argv[1], sys.argv[1:])",
+]
+
+
+@pytest.mark.parametrize("command", ["status", "apply", "run"])
+def test_a_huge_sparse_target_is_not_read(
+    tmp_path: Path, site: Path, command: str
+) -> None:
+    """Case 7: a 6 GB sparse emitter is larger than any source file can be:
+    unknown, never read into memory."""
+    emitter = site / "executorch" / EMITTER
+    os.truncate(emitter, 6 << 30)
+    before = snapshot_sizes(tmp_path)
+    result = cli(site, *_run_args(command), wrap=LIMITED, timeout=120)
+    if command == "status":
+        assert result.returncode == 0, result.stderr
+        assert re.search(
+            rf"  unknown +{re.escape(EMITTER)} \({re.escape(EMITTER)} is "
+            rf"{6 << 30} bytes, more than any file it can be\)",
+            result.stdout,
+        ), result.stdout
+    else:
+        one_line_error(result, f"{EMITTER} is {6 << 30} bytes")
+    assert snapshot_sizes(tmp_path) == before
+
+
+def snapshot_sizes(top: Path) -> dict:
+    """Every file's size and modification time (a 6 GB file is not hashed)."""
+    return {
+        str(p.relative_to(top)): (p.lstat().st_size, p.lstat().st_mtime_ns)
+        for p in sorted(top.rglob("*"))
+    }
+
+
+def test_a_hostile_version_is_quoted_in_the_recovery_command(tmp_path: Path) -> None:
+    """Case 9: the recovery command that status prints is a shell command:
+    a Version with shell syntax (consistent with its folder) is quoted."""
+    import shlex
+
+    version = "1.5.1;touch pwned #"
+    site = make_site(tmp_path / "site", version=version)
+    core = site / "executorch" / "devtools/bundled_program/core.py"
+    core.write_bytes(core.read_bytes() + b"\xff")  # any unknown file
+    status = cli(site, "status")
+    assert status.returncode == 0, status.stderr
+    command = status.stdout.splitlines()[-1].split("reinstall ExecuTorch: ", 1)[1]
+    assert shlex.split(command) == [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--force-reinstall",
+        "--no-deps",
+        f"executorch=={version}",
+    ]
+    result = cli(site, "apply")
+    one_line_error(result)
+    assert result.stderr.rstrip().endswith(shlex.quote(f"executorch=={version}"))
+
+
+def test_a_hard_linked_target_is_replaced_not_written_through(
+    tmp_path: Path, site: Path, outside: Path
+) -> None:
+    """Report §N12 (holds): a target hard-linked to a cache file outside the
+    package (uv installs so) is replaced by a new file; the cache keeps its
+    bytes."""
+    emitter = site / "executorch" / EMITTER
+    cache = outside / "_emitter.py"
+    os.link(emitter, cache)
+    for command, goal in (("apply", PATCHED), ("revert", STOCK)):
+        assert cli(site, command).returncode == 0
+        assert emitter.read_bytes() == goal[EMITTER]
+        assert cache.read_bytes() == STOCK[EMITTER]
+
+
+def test_a_umask_of_077_keeps_modes(tmp_path: Path, site: Path) -> None:
+    """Report §N8 (holds): the new file gets the old one's mode, whatever the
+    umask."""
+    emitter = site / "executorch" / EMITTER
+    emitter.chmod(0o644)
+    for command in ("apply", "revert"):
+        result = cli(site, command, wrap=["sh", "-c", 'umask 077 && exec "$@"', "-"])
+        assert result.returncode == 0, result.stderr
+        assert emitter.stat().st_mode & 0o777 == 0o644

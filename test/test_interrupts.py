@@ -157,60 +157,54 @@ def test_a_full_disk_midway(tmp_path: Path, command: str) -> None:
     assert_only_targets_changed(tmp_path, site, before, verb)
 
 
-def test_leftovers_of_version_0_1_0_are_removed(tmp_path: Path) -> None:
-    """What it left, and only that: a temporary file beside a target holding
-    part of the text it was writing there, an empty probe. A file of a user's
-    with such a name holds other text, or none, and is left alone."""
+def test_files_named_like_an_earlier_versions_temporary_files_are_left_alone(
+    tmp_path: Path,
+) -> None:
+    """Versions up to 0.1.0 named their temporary files as ``tempfile.mkstemp``
+    names any file, ``.NAME.XXXXXXXX.tmp``: a user's backup
+    ``._emitter.py.20261130.tmp`` holding the stock text has such a name too.
+    apply and revert remove only files named as they name theirs; status
+    counts the others and leaves them to the user (issue 25, case 9)."""
     site = make_site(tmp_path / "site")
     package = site / "executorch"
-    emitter = package / EMITTER
-    ours = {
-        # Killed while writing the patched text, and just before the rename.
+    named = {
+        # A user's backups, and what 0.1.0 could have left: the same names.
+        package / "exir/emit/._emitter.py.20261130.tmp": STOCK[EMITTER],
+        package / "exir/emit/._emitter.py.bak_2026.tmp": STOCK[EMITTER],
         package / "exir/emit/._emitter.py.k3j4h5_6.tmp": PATCHED[EMITTER][:4096],
-        package / "exir/emit/._emitter.py.20261130.tmp": PATCHED[EMITTER],
         package
         / "devtools/bundled_program/.core.py.abc_defg.tmp": STOCK[
             "devtools/bundled_program/core.py"
         ][:10],
         package / ".device_guard_probe.abc_1234": b"",
-        package / "exir/emit/.device_guard_probe.zz99zz99": b"",
-    }
-    theirs = {
         package / "exir/emit/._emitter.py.my_notes.tmp": b"my notes\n",
-        package / "exir/emit/._emitter.py.2026_11_.tmp": b"",  # empty: who knows
-        package / "exir/emit/._emitter.py.abcdefgh.tmp": STOCK[EMITTER][1:],
         package / "exir/emit/.device_guard_probe.abcdefgh": b"x",
+    }
+    others = {
         package / "exir/emit/.notes.py.abcdefgh.tmp": b"x",  # not a target's name
         package / "exir/emit/._emitter.py.toolongname.tmp": b"x",
         package / "exir/._emitter.py.abcdefgh.tmp": b"x",  # not beside the target
         package / "exir/emit/.device_guard_probe.short": b"",
     }
-    for path, data in {**ours, **theirs}.items():
+    for path, data in {**named, **others}.items():
         path.write_bytes(data)
     before = snapshot(tmp_path)
     status = cli(site, "status")
-    assert f"{len(ours)} temporary file(s) left by an interrupted run" in (
-        status.stdout
-    )
+    assert status.returncode == 0, status.stderr
+    assert "temporary file(s) left by an interrupted run" not in status.stdout
     assert (
-        "4 file(s) named like temporary files of an earlier version hold "
-        "something else, so apply and revert leave them alone (e.g. "
-        f"{emitter.parent / '._emitter.py.2026_11_.tmp'}).\n"
+        f"{len(named)} file(s) named like temporary files of an earlier version "
+        "are left alone: apply and revert remove only files named as they name "
+        "theirs. Delete them if they are not yours (e.g. "
+        f"{package / '.device_guard_probe.abc_1234'}).\n"
     ) in status.stdout, status.stdout
-    result = cli(site, "apply")
-    assert result.returncode == 0, result.stderr
-    assert sorted(result.stdout.splitlines()[: len(ours)]) == sorted(
-        f"removed leftover {p}" for p in ours
-    )
-    assert_only_targets_changed(
-        tmp_path,
-        site,
-        before,
-        "patched",
-        may_vanish=[str(p.relative_to(tmp_path)) for p in ours],
-    )
-    assert all(p.read_bytes() == data for p, data in theirs.items())
-    assert not any(p.exists() for p in ours)
+    for command, goal in (("apply", "patched"), ("revert", "stock")):
+        result = cli(site, command)
+        assert result.returncode == 0, result.stderr
+        assert "removed leftover" not in result.stdout, result.stdout
+        assert_only_targets_changed(tmp_path, site, before, goal)
+    assert all(p.read_bytes() == data for p, data in {**named, **others}.items())
+    assert snapshot(tmp_path) == before
 
 
 def test_keyboard_interrupt_right_after_a_rename(

@@ -9,6 +9,7 @@ and a package folder swapped while they wait for its lock."""
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -114,7 +115,7 @@ def test_the_package_swapped_while_waiting_for_the_lock(
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert "waiting for another" in run.stderr.readline()
+    assert f"waiting for process {helper.pid} (" in run.stderr.readline()
     helper.communicate("go\n", timeout=60)
     out, err = run.communicate(timeout=60)
     assert helper.returncode == 0
@@ -139,3 +140,168 @@ def test_gives_up_when_the_folder_keeps_being_replaced(
         with pytest.raises(GuardError, match="replaced by another folder 3 times"):
             command(site / "executorch", TARGETS)
     assert snapshot(tmp_path) == before
+
+
+# Issue 25, cases 4 and 8: what a run reads once it holds the lock, and a
+# lock that someone else holds.
+
+# Holds an flock on a folder (exclusive, or shared with "sh") until stdin
+# closes; prints "locked" once it does.
+_HOLD = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+fcntl.flock(fd, fcntl.LOCK_SH if sys.argv[2:] == ["sh"] else fcntl.LOCK_EX)
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+def _holder(root: Path, *mode: str) -> subprocess.Popen:
+    helper = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(root), *mode],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert helper.stdout.readline() == "locked\n"
+    return helper
+
+
+def _cli_env(site: Path) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
+    env.pop(FAULT, None)
+    return env
+
+
+def test_a_reinstall_while_apply_waits_is_read_after_the_lock(tmp_path: Path) -> None:
+    """Case 4: while apply waits for the lock, ExecuTorch is reinstalled as
+    a release that ships a target the old one did not. apply reads RECORD
+    once it holds the lock, so it patches that target too."""
+    site = make_site(tmp_path / "site")
+    root = site / "executorch"
+    fresh = tmp_path / "fresh"
+    shutil.copytree(root, fresh)  # the new release: every target
+    record = next(site.glob("*.dist-info")) / "RECORD"
+    new_record = record.read_text()
+    xnnpack = "backends/xnnpack/operators/node_visitor.py"
+    # The old release ships no XNNPACK backend.
+    shutil.rmtree(root / "backends" / "xnnpack")
+    record.write_text(
+        "".join(
+            line
+            for line in new_record.splitlines(keepends=True)
+            if not line.startswith("executorch/backends/xnnpack/")
+        )
+    )
+    assert f"not shipped          {xnnpack}" in cli(site, "status").stdout
+    helper = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_AND_SWAP, str(root), str(site / "old"), str(fresh)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert helper.stdout.readline() == "locked\n"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "executorch_device_guard", "apply"],
+        env=_cli_env(site),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert "waiting for" in run.stderr.readline()
+    record.write_text(new_record)  # pip writes the new RECORD...
+    helper.communicate("go\n", timeout=60)  # ...and the new folder
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 0, err
+    assert f"patched {root / xnnpack}" in out
+    assert set(target_states(site).values()) == {"patched"}
+    status = cli(site, "status")
+    assert status.stdout.endswith("Patched. `revert` restores the stock files.\n")
+
+
+@pytest.mark.parametrize("command", ["status", "apply", "revert", "run"])
+def test_a_lock_held_by_another_process_is_named_and_waited_for_a_while(
+    tmp_path: Path, command: str
+) -> None:
+    """Case 8: any process can hold an flock on the package folder (here a
+    plain Python, not this tool). Each command names it, waits for it a
+    bounded time (--wait), then says so in one line, exit 2, nothing
+    changed."""
+    site = make_site(tmp_path / "site")
+    before = snapshot(tmp_path)
+    helper = _holder(site / "executorch")
+    try:
+        args = [command, "--wait", "1"]
+        if command == "run":
+            args += ["--", sys.executable, "-c", "pass"]
+        start = time.monotonic()
+        result = cli(site, *args, timeout=60)
+        took = time.monotonic() - start
+    finally:
+        helper.communicate("", timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    waiting, error = result.stderr.splitlines()
+    assert waiting.startswith(f"waiting for process {helper.pid} ("), waiting
+    assert error.startswith(
+        f"executorch-device-guard: error: {site / 'executorch'} is locked by "
+        f"process {helper.pid} ("
+    ), error
+    assert "which did not release it within 1 s. Nothing was changed." in error
+    assert "another executorch-device-guard" not in result.stderr
+    assert took < 30, took
+    assert snapshot(tmp_path) == before
+
+
+def test_status_never_waits_forever(tmp_path: Path) -> None:
+    """Case 8: status without --wait gives up after its default wait, 30 s
+    (ddcd504 waited until the test's timeout)."""
+    site = make_site(tmp_path / "site")
+    helper = _holder(site / "executorch")
+    try:
+        result = cli(site, "status", timeout=120)
+    finally:
+        helper.communicate("", timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "within 30 s" in result.stderr.splitlines()[-1]
+
+
+def test_a_shared_holder_lets_status_read(tmp_path: Path) -> None:
+    """A shared hold (a reader) blocks apply, not status; apply gives up
+    after its default wait (ddcd504 waited until the test's timeout)."""
+    site = make_site(tmp_path / "site")
+    helper = _holder(site / "executorch", "sh")
+    try:
+        status = cli(site, "status", timeout=120)
+        applied = cli(site, "apply", timeout=120)
+    finally:
+        helper.communicate("", timeout=60)
+    assert status.returncode == 0 and status.stderr == "", status.stderr
+    assert applied.returncode == 2 and "is locked by process" in applied.stderr
+
+
+@pytest.mark.parametrize("signame", ["TERM", "HUP", "INT"])
+def test_status_interrupted_while_it_waits_says_so_in_one_line(
+    tmp_path: Path, signame: str
+) -> None:
+    """Case 9: SIGTERM (or SIGHUP) to status as it waits: one line, as for
+    SIGINT, and 128+N."""
+    site = make_site(tmp_path / "site")
+    helper = _holder(site / "executorch")
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "executorch_device_guard", "status"],
+            env=_cli_env(site),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert "waiting for" in proc.stderr.readline()
+        proc.send_signal(getattr(signal, "SIG" + signame))
+        out, err = proc.communicate(timeout=60)
+    finally:
+        helper.communicate("", timeout=60)
+    signum = getattr(signal, "SIG" + signame)
+    assert proc.returncode == 128 + signum, (proc.returncode, err)
+    assert err == f"executorch-device-guard: error: interrupted (SIG{signame}).\n"
+    assert out == ""

@@ -24,7 +24,8 @@ read. The wheels are kept in ``.releases/`` between runs.
   patched.
 
 1.5.1 is the environment's own release (the other tests); here it is also
-checked that a target its RECORD does not list is left alone.
+checked that a target its RECORD does not list is not shipped when it is not
+there, and refused when it is.
 """
 
 import hashlib
@@ -207,20 +208,22 @@ def test_1_0_0_mixed_release_forms(v1_0_0: Path, tmp_path: Path) -> None:
     assert snapshot(tmp_path) == before
 
 
-def test_1_5_1_target_not_in_record_is_left_alone(v1_0_0: Path, tmp_path: Path) -> None:
+def test_1_5_1_target_not_in_record_but_there_is_refused(
+    v1_0_0: Path, tmp_path: Path
+) -> None:
+    """RECORD says 1.5.1 ships no MPS backend, but its file is there: RECORD
+    and the disk disagree, and the tool never takes a file that is there for
+    not shipped (issue 25, case 2)."""
     site = make_site(tmp_path / "site")
     planted = site / "executorch" / MPS
     planted.parent.mkdir(parents=True)
     planted.write_bytes((v1_0_0 / "executorch" / MPS).read_bytes())
     before = snapshot(tmp_path)
     assert status_lines(site)[MPS] == (
-        "not shipped (this release's RECORD does not list it: the file there "
-        "is left alone)"
+        "unknown (it is there, but this release's RECORD does not list it)"
     )
-    applied = cli(site, "apply")
-    assert applied.returncode == 0, applied.stderr
-    assert MPS not in applied.stdout
-    assert cli(site, "revert").returncode == 0
+    for command in ("apply", "revert"):
+        one_line_error(cli(site, command), f"{planted} is unknown")
     assert snapshot(tmp_path) == before
 
 

@@ -40,7 +40,7 @@ from executorch.exir import to_edge_transform_and_lower
 from torch.export import export
 from executorch_device_guard.fake_device import on_device
 
-print("overlay:", os.environ.get("EXECUTORCH_DEVICE_GUARD_OVERLAY"), flush=True)
+print("overlay:", os.environ["PYTHONPATH"].split(os.pathsep)[0], flush=True)
 if "--wait" in sys.argv:
     print("waiting", flush=True)
     time.sleep(120)
@@ -644,3 +644,150 @@ def test_a_run_inside_a_run_uses_the_outer_overlay(tmp_env) -> None:
     overlay = Path(result.stdout.strip()).parents[2]
     assert overlay.parent.parent == Path(tmp_env["TMPDIR"])
     assert overlays_in(tmp_env) == []
+
+
+# Issue 25, cases 6 and 9.
+
+
+def test_the_overlay_variable_is_no_bypass(tmp_path: Path, tmp_env) -> None:
+    """Case 6: ddcd504 took EXECUTORCH_DEVICE_GUARD_OVERLAY, with that folder
+    first on PYTHONPATH, for an outer run's overlay and ran the command on
+    whatever the folder held. No variable is read now: the folder is refused
+    as any other that shadows the installed ExecuTorch."""
+    evil = tmp_path / "evil"
+    (evil / "executorch" / "exir").mkdir(parents=True)
+    (evil / "executorch" / "exir" / "__init__.py").write_text(
+        'print("NOT PATCHED: loaded from", __file__)\n'
+    )
+    env = dict(
+        tmp_env,
+        EXECUTORCH_DEVICE_GUARD_OVERLAY=str(evil),
+        PYTHONPATH=os.pathsep.join([str(evil), str(REPO)]),
+    )
+    cmd = [sys.executable, "-c", "import executorch.exir"]
+    result = guard("run", "--", *cmd, env=env, cwd=tmp_path)
+    assert "NOT PATCHED" not in result.stdout
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith(
+        "executorch-device-guard: error: `import executorch.exir` here loads "
+        f"{evil / 'executorch'}/exir, not the installed ExecuTorch"
+    ), result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert overlays_in(tmp_env) == []
+
+
+@pytest.mark.parametrize("what", ["stock", "an-extra-file", "a-file-missing"])
+def test_a_run_inside_a_run_takes_only_a_patched_overlay(
+    tmp_path: Path, tmp_env, what: str
+) -> None:
+    """Case 6: what the inner run accepts as the outer overlay is read from
+    its files: the patched overlay of the installed ExecuTorch, name for
+    name. A stock overlay, or a patched one with a file added or missing,
+    is refused."""
+    from executorch_device_guard.overlay import build_overlay, inspect_targets
+    from executorch_device_guard.patchset import patched_files
+
+    root = executorch_root()
+    targets = patched_files(REPO, install=True)
+    found = inspect_targets(root, targets)
+    folder = build_overlay(
+        root, targets, tmp_path / "outer", patched=what != "stock", found=found
+    )
+    package = folder / "executorch"
+    if what == "an-extra-file":
+        (package / "exir" / "emit" / "extra.py").write_text("")
+    elif what == "a-file-missing":
+        # e.g. backends/cadence: a namespace portion later on the path
+        # (the installed one) would then give it, stock.
+        next(p for p in sorted((package / "backends").iterdir()) if p.is_symlink()).unlink()
+    env = dict(tmp_env, PYTHONPATH=os.pathsep.join([str(folder), str(REPO)]))
+    cmd = [sys.executable, "-c", "print('ran')"]
+    result = guard("run", "--", *cmd, env=env, cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "ran" not in result.stdout
+    assert "not the installed ExecuTorch" in result.stderr, result.stderr
+    # The same overlay, untouched and patched, is taken.
+    if what != "stock":
+        ok = build_overlay(root, targets, tmp_path / "ok", patched=True, found=found)
+        env = dict(tmp_env, PYTHONPATH=os.pathsep.join([str(ok), str(REPO)]))
+        result = guard("run", "--", *cmd, env=env, cwd=tmp_path)
+        assert result.returncode == 0 and result.stdout == "ran\n", result.stderr
+
+
+@pytest.mark.parametrize("how", ["path", "link"])
+def test_tmpdir_inside_the_package_is_refused(tmp_path: Path, how: str) -> None:
+    """Case 9: run writes nothing into the installed package, also when
+    TMPDIR points into it (or is a link into it)."""
+    from sites import cli, one_line_error
+
+    site = make_site(tmp_path / "site")
+    inside = site / "executorch" / "exir"
+    if how == "link":
+        (tmp_path / "tmp").symlink_to(inside)
+        inside = tmp_path / "tmp"
+    before = snapshot(tmp_path)
+    result = cli(
+        site,
+        "run",
+        "--",
+        sys.executable,
+        "-c",
+        "print('ran')",
+        env={"TMPDIR": str(inside)},
+    )
+    one_line_error(
+        result, f"the temporary folder {inside} is inside the installed ExecuTorch"
+    )
+    assert "ran" not in result.stdout
+    assert snapshot(tmp_path) == before
+
+
+def test_the_next_run_removes_what_a_killed_run_left(tmp_path: Path, tmp_env) -> None:
+    """Case 9: kill -9 of run leaves its temporary folder (the command keeps
+    running, and keeps its lock). A later run leaves it while the command
+    lives, and removes it once it has ended; nothing else of that name."""
+    old = time.time() - 3600
+    tmpdir = Path(tmp_env["TMPDIR"])
+    installed = tree_hashes(executorch_root())
+    script = "import os, sys, time; print(os.getpid(), flush=True); time.sleep(600)"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "executorch_device_guard", "run", "--"]
+        + [sys.executable, "-c", script],
+        env=tmp_env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    command = int(proc.stdout.readline())
+    try:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+        (left,) = overlays_in(tmp_env)
+        os.utime(left, (old, old))
+        # Named like run's folders, but not left by it.
+        mine = tmpdir / "device-guard-run-mine1234"
+        (mine / "notes").mkdir(parents=True)
+        young = tmpdir / "device-guard-run-young123"
+        (young / "patched").mkdir(parents=True)
+        (tmpdir / "device-guard-run-afile123").write_text("")
+        (tmpdir / "device-guard-run-alink123").symlink_to(mine)
+        for path in (mine, tmpdir / "device-guard-run-afile123"):
+            os.utime(path, (old, old))
+
+        ran = guard("run", "--", "true", env=tmp_env)
+        assert ran.returncode == 0, ran.stderr
+        assert left.is_dir(), "removed while its command ran"
+    finally:
+        os.kill(command, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{command}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    ran = guard("run", "--", "true", env=tmp_env)
+    assert ran.returncode == 0, ran.stderr
+    assert not left.exists()
+    assert tree_hashes(executorch_root()) == installed  # links removed, not followed
+    assert sorted(p.name for p in overlays_in(tmp_env)) == [
+        "device-guard-run-afile123",
+        "device-guard-run-alink123",
+        "device-guard-run-mine1234",
+        "device-guard-run-young123",
+    ]
