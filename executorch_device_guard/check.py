@@ -61,7 +61,8 @@ PATHS = {
 }
 # The paths that read device data through a host copy: the bundled program
 # stores test data, the caller's to hand over, not model constants. There a
-# device row passes when patched gives the bytes of the path's CPU row.
+# device row passes when patched gives, from the device's tensors, the bytes
+# that the child got by bundling host copies of the same tensors.
 COPIED_PATHS = ("bundled",)
 # The paths whose exports take longest (lowering to a delegate): run first,
 # so that no long one is left for the end alone.
@@ -135,9 +136,6 @@ class Row:
     path: str
     device: str
     outcomes: Dict[str, Outcome]
-    # On a path of COPIED_PATHS: the files of its CPU row, which the bundle of
-    # a device row must equal (None when that row did not run).
-    host_copy: Optional[Dict] = None
 
     @property
     def copies(self) -> bool:
@@ -319,10 +317,11 @@ class Row:
                 return ["CPU bytes differ from the stock emitter's"]
             return []
         if self.copies and patched.get("outcome") == "ok":
-            if self.host_copy is not None and patched.get("files") != self.host_copy:
+            if patched.get("files") != patched.get("host_copy"):
                 return [
-                    "patched ExecuTorch's bundle differs from the CPU row's: it "
-                    "did not read a host copy of the device's data"
+                    "patched ExecuTorch's bundle of the device's test data "
+                    "differs from the bundle of their host copies, made in the "
+                    "same process: it did not read a host copy"
                 ]
             return []
         if patched.get("outcome") == "ok":
@@ -575,12 +574,7 @@ def run_matrix(
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown()
-    rows = [row(pair) for pair in pairs if all((*pair, e) in done for e in EMITTERS)]
-    cpu = {r.path: r for r in rows if r.device == "cpu" and r.path in COPIED_PATHS}
-    for r in rows:
-        if r.copies and r.path in cpu:
-            r.host_copy = (cpu[r.path].outcomes["stock"].result or {}).get("files")
-    return rows
+    return [row(pair) for pair in pairs if all((*pair, e) in done for e in EMITTERS)]
 
 
 def _first_row(pairs: List[Tuple[str, str]]) -> Optional[Tuple[str, str]]:

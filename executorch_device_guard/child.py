@@ -57,7 +57,7 @@ import os
 import random
 import sys
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional
 
 FLOWS = ["emit", "xnnpack", "vulkan", "bundled", "cuda-partitioner"]
 OUTCOMES = ("ok", "error", "n/a", "setup-error", "tool-error")
@@ -86,6 +86,14 @@ def _step(name: str) -> None:
     if _current_step[0] != name and _result_file:
         _report(_result_file[0], {"step": name})
     _current_step[0] = name
+
+
+class Bundle(NamedTuple):
+    """A serialized bundled program, and that of the host copies of its
+    device test data (None on cpu and meta)."""
+
+    data: bytes
+    host_copy: Optional[bytes]
 
 
 class NotApplicable(Exception):
@@ -303,6 +311,25 @@ def _bundled(model: Any, device: str) -> Any:
             "bundled test cases hold tensors, ints, floats and bools, not "
             f"{type(other[0]).__name__}"
         )
+
+    def bundle(expected: List[Any]) -> bytes:
+        case = MethodTestCase(inputs=inputs, expected_outputs=expected)
+        bundled = BundledProgram(program, [MethodTestSuite("forward", [case])])
+        _step("serialize_from_bundled_program_to_flatbuffer")
+        return serialize_from_bundled_program_to_flatbuffer(bundled)
+
+    host_copy = None
+    if device not in ("cpu", "meta"):
+        # What the fix guarantees, in this process: the bundle of the device
+        # tensors equals the bundle of their host copies. (Another row's
+        # bundle would hold outputs computed elsewhere: a GPU's low bits
+        # differ from a CPU's.) Made first: stock crashes on the device's.
+        with _tool("copying the expected outputs to the host"):
+            copies = [
+                o.detach().cpu() if isinstance(o, torch.Tensor) else o for o in outputs
+            ]
+        _step("BundledProgram of the host copies")
+        host_copy = bundle(copies)
     if _is_moved(device):
         with _tool(f"moving the expected outputs to {device}"):
             outputs = [
@@ -316,11 +343,8 @@ def _bundled(model: Any, device: str) -> Any:
     if device != "cpu":
         _on_device()
     _step("BundledProgram")
-    case = MethodTestCase(inputs=inputs, expected_outputs=outputs)
     with _claims(device):
-        bundled = BundledProgram(program, [MethodTestSuite("forward", [case])])
-        _step("serialize_from_bundled_program_to_flatbuffer")
-        return serialize_from_bundled_program_to_flatbuffer(bundled)
+        return Bundle(bundle(outputs), host_copy)
 
 
 def _cuda_partitioner(model: Any, inputs: Any) -> Any:
@@ -389,8 +413,11 @@ def run(
     else:
         result = _cuda_partitioner(model.module, model.args)
 
-    if isinstance(result, bytes):
-        files = {"bundled_program.bpte": result}
+    host_copy = None
+    if isinstance(result, Bundle):
+        files = {"bundled_program.bpte": result.data}
+        if result.host_copy is not None:
+            host_copy = {"bundled_program.bpte": _digest(result.host_copy)}
     else:
         _step("serializing the program")
         files = {"program.pte": result.buffer}
@@ -402,8 +429,15 @@ def run(
         digests = {}
         for name, data in sorted(files.items()):
             (out / name).write_bytes(data)
-            digests[name] = hashlib.sha256(data).hexdigest()
-    return {"outcome": "ok", "files": digests}
+            digests[name] = _digest(data)
+    found = {"outcome": "ok", "files": digests}
+    if host_copy is not None:
+        found["host_copy"] = host_copy
+    return found
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def _report(path: Path, record: Dict) -> None:

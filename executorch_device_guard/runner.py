@@ -141,9 +141,10 @@ def _valid_result(result: object) -> bool:
     if not isinstance(result, dict) or result.get("outcome") not in OUTCOMES:
         return False
     if result["outcome"] == "ok":
-        files = result.get("files")
-        return isinstance(files, dict) and all(
-            isinstance(k, str) and isinstance(v, str) for k, v in files.items()
+        return all(
+            isinstance(files, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in files.items())
+            for files in (result.get("files"), result.get("host_copy", {}))
         )
     fields = ("message",) if result["outcome"] == "n/a" else ("type", "message")
     return all(isinstance(result.get(f), str) for f in fields)

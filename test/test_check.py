@@ -68,24 +68,90 @@ def test_verdict(device: str, stock: Outcome, patched: Outcome, problem) -> None
         assert len(row.problems) == 1 and problem in row.problems[0]
 
 
-def test_a_bundled_device_row_passes_with_the_cpu_rows_bytes() -> None:
+BUNDLE = "bundled_program.bpte"
+
+
+def bundled(files: str, host_copy: Optional[str] = None) -> Outcome:
+    result = {"outcome": "ok", "files": {BUNDLE: files}}
+    if host_copy is not None:
+        result["host_copy"] = {BUNDLE: host_copy}
+    return Outcome(0, result, "")
+
+
+def test_a_bundled_device_row_compares_host_copies_of_its_own_tensors() -> None:
     """The bundled program reads test data on a device from a host copy: a
-    device row passes when patched gives the bytes of the path's CPU row."""
+    device row passes when patched's bundle equals the bundle that its own
+    child made of host copies of the same tensors, whatever the CPU row's
+    bundle holds (a GPU computes other low bits than a CPU)."""
     crash = Outcome(-11, None, "")
-    copied, other = Outcome(0, CPU_OK, ""), Outcome(0, {**CPU_OK, "files": {}}, "")
-    host = CPU_OK["files"]
-    same = Row("bundled", "fake:cuda:0", {"stock": crash, "patched": copied}, host)
+    cpu = Row("bundled", "cpu", {"stock": bundled("cc"), "patched": bundled("cc")})
+    same = Row("bundled", "cuda", {"stock": crash, "patched": bundled("gg", "gg")})
     assert same.problems == [] and same.reached
-    verdict = check.judge([same]).lines()[-1]
-    assert verdict.startswith(
-        "OK: patched ExecuTorch crashes nowhere and names the device in every "
+    verdict = check.judge([cpu, same])
+    assert verdict.exit_code == 0, verdict.lines()
+    assert verdict.lines()[-1].startswith(
+        "OK: patched ExecuTorch crashes nowhere, names the device in every "
         "error, reads bundled test data from a host copy"
     )
-    differs = Row("bundled", "fake:cuda:0", {"stock": crash, "patched": other}, host)
-    assert "bundle differs from the CPU row's" in differs.problems[0]
+    differs = Row("bundled", "cuda", {"stock": crash, "patched": bundled("gg", "hh")})
+    assert "differs from the bundle of their host copies" in differs.problems[0]
+    assert check.judge([cpu, differs]).exit_code == 1
     # On every other path, a device's data read as if it were the host's.
-    emitter = Row("emitter", "fake:cuda:0", {"stock": crash, "patched": copied})
+    emitter = Row("emitter", "fake:cuda:0", {"stock": crash, "patched": bundled("gg")})
     assert "exports where stock fails" in emitter.problems[0]
+
+
+DRIFTS_ON_THE_DEVICE = """
+import sys
+
+import torch
+
+
+class Drifts(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        y = self.linear(x)
+        # As a GPU's kernels do: other low bits on the device than on a CPU.
+        if "fake:cuda:0" in sys.argv:
+            y = y + 1e-6
+        return y
+
+
+def make():
+    return Drifts().eval(), (torch.ones(2, 4),)
+"""
+
+
+def test_a_bundle_whose_device_outputs_differ_from_the_cpus_is_ok(
+    tmp_path: Path,
+) -> None:
+    """Outputs computed on the device that differ from the CPU row's in
+    their low bits (swin_t on an H200) are no FAIL: the patch read a host
+    copy of the device's own tensors."""
+    model = tmp_path / "drifts.py"
+    model.write_text(DRIFTS_ON_THE_DEVICE)
+    result = run_check(
+        "--model",
+        f"{model}:make",
+        "--paths",
+        "bundled",
+        "--devices",
+        "cpu",
+        "fake:cuda:0",
+        "--json",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = {row["device"]: row for row in json.loads(result.stdout)["rows"]}
+    cpu, device = (
+        rows["cpu"]["patched"]["result"],
+        rows["fake:cuda:0"]["patched"]["result"],
+    )
+    assert device["files"] != cpu["files"]  # the device's outputs differ
+    assert device["files"] == device["host_copy"]
+    assert rows["fake:cuda:0"]["reached"]
 
 
 @pytest.mark.parametrize(
@@ -1655,3 +1721,4 @@ def test_a_model_that_imports_fine_passes_the_quick_look() -> None:
         )
         assert result.returncode == 0, result.stderr
         assert result.stdout == "[]\n", result.stdout
+
