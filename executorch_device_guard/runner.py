@@ -7,10 +7,12 @@
 """Runs exports in child processes against the stock or the patched emitter.
 
 Each overlay gets a warm parent (executorch_device_guard.warm) that has
-imported torch and ExecuTorch once; each export is a child forked from it.
-Real CUDA cases, platforms without fork, and ``Emitters(warm=False)`` use a
-fresh interpreter per export instead. Either way a crash kills one child only,
-and the result is the same ``Outcome``.
+imported torch and ExecuTorch once; each export is a child forked from it,
+a real CUDA one too (the parent never starts CUDA; its child does).
+Platforms without fork, a parent that cannot fork safely (it has threads),
+and ``Emitters(warm=False)`` use a fresh interpreter per export instead.
+Either way a crash kills one child only, and the result is the same
+``Outcome``.
 
 Each export reports through a result file in its own case folder (see
 child.py), never through its stdout, and says which ExecuTorch emitter it
@@ -44,8 +46,9 @@ from executorch_device_guard.patchset import patched_files
 
 EMITTERS = ("stock", "patched")
 
-# What an export child needs, imported once by each warm parent. No tensor
-# operation runs while importing these.
+# What an export child needs, imported once by each warm parent, then the
+# pattern graphs that every lowering would make again (warmup.py, on one
+# thread; a fresh interpreter skips that step, as its export makes them).
 EXPORT_PRELOAD = (
     "torch",
     "torch.export",
@@ -72,6 +75,8 @@ EXPORT_PRELOAD = (
     "torch._higher_order_ops.passes?",
     "torch.fx.experimental.validator?",
     "executorch.extension.flat_tensor?",
+    # XNNPACK's and Vulkan's pattern graphs, made once (warmup.py).
+    "executorch_device_guard.warmup:main",
 )
 
 
@@ -251,6 +256,8 @@ class Emitters:
         self._parents: Dict[str, Optional[warm.WarmParent]] = {}
         self._failed: Set[warm.WarmParent] = set()
         self._fresh: Set[subprocess.Popen] = set()
+        # Why an overlay fell back to fresh interpreters, if one did.
+        self.notes: List[str] = []
         self._lock = threading.Lock()
         self.base = tempdirs.make("device-guard-")
         try:
@@ -377,8 +384,11 @@ class Emitters:
         args: Sequence[str] = (),
         timeout: float = 900,
         cwd: Optional[Path] = None,
+        after: Optional[str] = None,
     ) -> subprocess.CompletedProcess:
-        """``pkg.module:function(args)`` in a child of the warm parent.
+        """``pkg.module:function(args)`` in a child of the warm parent,
+        forked once its preload step ``after`` is done, if given, else once
+        it is ready.
 
         The function's int return value is the exit code. Without a warm
         parent, a fresh interpreter calls it the same way.
@@ -386,7 +396,7 @@ class Emitters:
         parent = self.parent(emitter)
         if parent is not None:
             try:
-                return parent.call(target, args, cwd=cwd, timeout=timeout)
+                return parent.call(target, args, cwd=cwd, timeout=timeout, after=after)
             except warm.WarmError as e:
                 self._fall_back(emitter, e)
         return self.run(emitter, self._fresh_call(target, args), timeout, cwd)
@@ -398,7 +408,9 @@ class Emitters:
         ``executorch`` folder would come before the overlay)."""
         module, _, function = target.partition(":")
         code = _FRESH_CALL.format(
-            preload=list(self._preload), module=module, function=function
+            preload=[name for name in self._preload if ":" not in name],
+            module=module,
+            function=function,
         )
         return ["-c", code, *args]
 
@@ -419,12 +431,16 @@ class Emitters:
         # else the exception that ended its imports (the last line).
         lines = str(error).strip().splitlines() or ["unknown"]
         reason = lines[0] if lines[0].startswith("the warm parent") else lines[-1]
-        print(
-            f"executorch-device-guard: the {emitter} warm parent failed "
-            f"({reason}); using a fresh interpreter per run",
-            file=sys.stderr,
-            flush=True,
+        note = (
+            f"the {emitter} warm parent failed ({reason}); using a fresh "
+            "interpreter per run"
         )
+        self.notes.append(note)
+        if "forking it is not safe" not in reason:
+            # A broken environment (an import that fails), which the
+            # exports will meet too. A parent with threads is no mistake of
+            # the user's: the same results, slower; --verbose says why.
+            print(f"executorch-device-guard: {note}", file=sys.stderr, flush=True)
         parent.close()
 
     def export(
@@ -453,14 +469,11 @@ class Emitters:
         if threads:
             args += ["--threads", str(threads)]
         try:
-            if device == "cuda" or flow == "cuda-partitioner":
-                # CUDA must not be initialised in a process that forks: fresh.
-                target = "executorch_device_guard.child:main"
-                proc = self.run(emitter, self._fresh_call(target, args), timeout)
-            else:
-                proc = self.call(
-                    emitter, "executorch_device_guard.child:main", args, timeout
-                )
+            # A real CUDA row too: the warm parent never starts CUDA (warm.py),
+            # its child does.
+            proc = self.call(
+                emitter, "executorch_device_guard.child:main", args, timeout
+            )
         except subprocess.TimeoutExpired as e:
             stderr = (
                 e.stderr.decode(errors="replace")

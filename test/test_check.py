@@ -1722,3 +1722,38 @@ def test_a_model_that_imports_fine_passes_the_quick_look() -> None:
         assert result.returncode == 0, result.stderr
         assert result.stdout == "[]\n", result.stdout
 
+NEEDS_A_WIDTH = """
+import sys
+from pathlib import Path
+
+import torch
+
+# What the process that builds the model had imported by then.
+Path(__file__).with_suffix(".seen").write_text(
+    str("executorch.exir" in sys.modules)
+)
+
+
+class Net(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.linear = torch.nn.Linear(width, 2)
+"""
+
+
+def test_a_model_that_cannot_be_built_is_told_before_executorch_loads(
+    tmp_path: Path,
+) -> None:
+    """A class that needs constructor arguments shows only once torch is
+    there: it is told with the forms check accepts, by a child forked as
+    soon as the warm parent has imported torch, not after ExecuTorch."""
+    model = write_model(tmp_path, NEEDS_A_WIDTH, "needs_a_width.py")
+    result = run_check("--model", f"{model}:Net")
+    assert_refused(
+        result,
+        f"--model {model}:Net: Net(width) needs an argument, and check calls it "
+        "without any; give a (torch.nn.Module, example_inputs) tuple",
+        "",
+    )
+    assert model.with_suffix(".seen").read_text() == "False"
+

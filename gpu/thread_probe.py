@@ -1,0 +1,42 @@
+"""What starts threads in a warm parent on a CUDA machine (issue 27).
+
+Imports check's warm-parent preload list (runner.EXPORT_PRELOAD) one module at
+a time in this interpreter and prints, after each, the seconds it took and the
+process's native threads by name (/proc/self/task/*/comm); then the same for
+torch.cuda.is_available() and a first CUDA tensor.
+"""
+
+import os
+import sys
+import time
+
+
+def threads():
+    names = []
+    for tid in sorted(os.listdir("/proc/self/task"), key=int):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:
+            names.append("?")
+    return names
+
+
+def step(label, fn):
+    start = time.perf_counter()
+    fn()
+    took = time.perf_counter() - start
+    names = threads()
+    print(f"{took:7.2f} s  {len(names):2d} threads  {label}  {names}", flush=True)
+
+
+if __name__ == "__main__":
+    import importlib
+
+    step("start", lambda: None)
+    for name in sys.argv[1:]:
+        step(f"import {name}", lambda name=name: importlib.import_module(name))
+    import torch
+
+    step("torch.cuda.is_available()", torch.cuda.is_available)
+    step("torch.ones(1, device='cuda')", lambda: torch.ones(1, device="cuda"))
