@@ -353,6 +353,16 @@ class Row:
         return self._named(patched) and stock_read
 
     @property
+    def constants(self) -> Optional[List[Dict]]:
+        """The constants on the row's guarded path (inventory.py), as
+        patched's child listed them, else stock's; None if neither did."""
+        for emitter in ("patched", "stock"):
+            found = self.outcomes[emitter].constants
+            if found is not None:
+                return found
+        return None
+
+    @property
     def cpu_same(self) -> bool:
         """A CPU row where patched gives stock's bytes."""
         return self.device == "cpu" and not (
@@ -375,6 +385,7 @@ class Row:
         return {
             "path": self.path,
             "device": self.device,
+            "constants": self.constants,
             **{e: outcome(o) for e, o in self.outcomes.items()},
             "problems": self.problems,
             "tool_errors": self.tool_errors,
@@ -625,11 +636,12 @@ def format_table(rows: List[Row], width: int = 60) -> str:
             return text
         return text[: width - 3] + "..."
 
-    header = ("path", "device", "stock ExecuTorch", "patched ExecuTorch")
+    header = ("path", "device", "constants", "stock ExecuTorch", "patched ExecuTorch")
     lines = [header] + [
         (
             row.path,
             row.device,
+            "-" if row.constants is None else str(len(row.constants)),
             cell(row.outcomes["stock"].describe()),
             cell(row.outcomes["patched"].describe()),
         )
@@ -709,6 +721,20 @@ def write_logs(rows: List[Row], folder: Path) -> Optional[str]:
 def _write_log(path: Path, text: str) -> None:
     faults.step()  # a test fault, e.g. a full disk
     userfiles.replace(path, text.encode("utf-8", errors="replace"))
+
+
+def print_constants(rows: List[Row], out: TextIO) -> None:
+    """Each row's constants on its guarded path, one per line."""
+    from executorch_device_guard.inventory import line
+
+    print("\nconstants on each row's guarded path:", file=out)
+    for row in rows:
+        found = row.constants
+        count = "not listed" if found is None else f"{len(found)}"
+        print(f"  {row.path} {row.device}: {count}", file=out)
+        for entry in found or []:
+            print(f"    {line(entry)}", file=out)
+    out.flush()
 
 
 def print_stderr(rows: List[Row], out: TextIO) -> None:

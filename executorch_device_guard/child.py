@@ -73,6 +73,23 @@ _result_file: List[Path] = []
 _current_step = [""]
 # What the tool's own code was doing when it failed, if it did (see _tool).
 _tool_failure: List[str] = []
+# The constants on the guarded path (inventory.py), and the model they
+# come from (named by it).
+_constants: List[Dict[str, Any]] = []
+_model: List[Any] = []
+
+
+def _record_constants(tables: List[Dict[str, Any]], device: str) -> None:
+    """Adds the tensors of ``tables`` to the constants on the guarded path
+    and records them all (a crash at the read leaves them)."""
+    from executorch_device_guard import inventory
+
+    module = _model[0].module if _model else None
+    where = None if device in ("cpu", "cuda") else _target_device(device)
+    with _tool("listing the constants"):
+        inventory.merge(_constants, inventory.describe(tables, module, where))
+    if _result_file:
+        _report(_result_file[0], {"constants": _constants})
 
 
 def _on_device() -> None:
@@ -153,6 +170,12 @@ def _is_moved(device: str) -> bool:
     return device.startswith("fake:") or device == "meta"
 
 
+def _record_programs(edge: Any, device: str) -> None:
+    """Records the constants of every method of ``edge``."""
+    programs = [edge.exported_program(name) for name in edge.methods]
+    _record_constants(_programs_tables(programs), device)
+
+
 def _move_programs(edge: Any, device: str) -> None:
     """Every constant of every method of ``edge`` to ``device``, in place."""
     from executorch_device_guard.fake_device import tables_on_device
@@ -191,6 +214,7 @@ def _emit(model: Any, device: str, external_constants: bool) -> Any:
     exported = _export(model)
     _step("to_edge_transform_and_lower")
     edge = to_edge_transform_and_lower(exported)
+    _record_programs(edge, device)
     if _is_moved(device):
         _move_programs(edge, device)
         _on_device()
@@ -201,8 +225,8 @@ def _emit(model: Any, device: str, external_constants: bool) -> Any:
 
 
 def _device_in_preprocess(backend: Any, name: str, device: str) -> None:
-    """A delegate's preprocess (``backend``'s, e.g. XnnpackBackend) gets its
-    program's constants on ``device``.
+    """A delegate's preprocess (``backend``'s, e.g. XnnpackBackend) records
+    its program's constants, and gets them on ``device`` (a moved one).
 
     Lowering traces the program with fake tensors of its own, so the device
     tensors are put in place where the delegate starts on the real
@@ -215,9 +239,13 @@ def _device_in_preprocess(backend: Any, name: str, device: str) -> None:
     original = backend.preprocess
 
     def preprocess(edge_program: Any, compile_specs: Any) -> Any:
+        tables = [edge_program.state_dict, edge_program.constants]
+        _record_constants(tables, device)
+        if not _is_moved(device):
+            _step(f"{name} preprocess")
+            return original(edge_program, compile_specs)
         with _tool(f"moving {name}'s constants to {device}"):
-            tables = [edge_program.state_dict, edge_program.constants]
-            tables_on_device(tables, device)
+            tables_on_device(tables, _target_device(device))
         _on_device()
         _step(f"{name} preprocess")
         with keep_device_claims():
@@ -232,11 +260,14 @@ def _lowered(model: Any, device: str, backend: Any, name: str, partitioner: Any)
     constants are there from the start of the delegate's preprocess."""
     from executorch.exir import to_edge_transform_and_lower
 
-    if _is_moved(device):
-        _device_in_preprocess(backend, name, _target_device(device))
+    _device_in_preprocess(backend, name, device)
     exported = _export(model)
+    # Every constant of the program: the delegate reads those it takes, the
+    # emitter the others (a device row stops at the first).
+    _record_constants([exported.state_dict, exported.constants], device)
     _step(f"to_edge_transform_and_lower with {type(partitioner).__name__}")
     edge = to_edge_transform_and_lower(exported, partitioner=[partitioner])
+    _record_programs(edge, device)
     if _is_moved(device):
         # What the delegate did not take is emitted from the device too.
         _move_programs(edge, device)
@@ -330,6 +361,16 @@ def _bundled(model: Any, device: str) -> Any:
             ]
         _step("BundledProgram of the host copies")
         host_copy = bundle(copies)
+    _record_constants(
+        [
+            {
+                f"expected output {i}": o
+                for i, o in enumerate(outputs)
+                if isinstance(o, torch.Tensor)
+            }
+        ],
+        device,
+    )
     if _is_moved(device):
         with _tool(f"moving the expected outputs to {device}"):
             outputs = [
@@ -400,6 +441,7 @@ def run(
     where = "cuda" if device == "cuda" and flow != "bundled" else "cpu"
     with _tool(f"moving the model and its inputs to {where}"):
         model = model.to(where)
+    _model[:] = [model]
     if where == "cuda":
         _on_device()
     if flow == "emit":

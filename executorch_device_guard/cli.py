@@ -67,6 +67,7 @@ def _check(args: argparse.Namespace) -> int:
     # the verdict: it is named after them.
     log_error = check.write_logs(rows, args.log_dir) if args.log_dir else None
     if args.verbose:
+        check.print_constants(rows, sys.stderr)
         check.print_stderr(rows, sys.stderr)
     if args.json:
         report = {

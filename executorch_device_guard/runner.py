@@ -121,6 +121,9 @@ class Outcome:
     stage: Optional[str] = None
     # The export's last step that started (child.py), e.g. "torch.export".
     step: Optional[str] = None
+    # The constants on the guarded path, as the child listed them
+    # (inventory.py); None if it said nothing.
+    constants: Optional[List[Dict]] = None
 
     @property
     def crashed(self) -> bool:
@@ -169,6 +172,14 @@ class ResultFile:
     problem: Optional[str] = None
     stage: Optional[str] = None
     step: Optional[str] = None
+    constants: Optional[List[Dict]] = None
+
+
+def _valid_constants(value: object) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(entry, dict) and isinstance(entry.get("name"), str)
+        for entry in value
+    )
 
 
 def read_result(path: Path) -> ResultFile:
@@ -192,6 +203,8 @@ def read_result(path: Path) -> ResultFile:
             found.stage = record["stage"]
         elif isinstance(record, dict) and isinstance(record.get("step"), str):
             found.step = record["step"]
+        elif isinstance(record, dict) and _valid_constants(record.get("constants")):
+            found.constants = record["constants"]
         elif isinstance(record, dict) and _valid_result(record.get("result")):
             found.result = record["result"]
         else:
@@ -525,6 +538,7 @@ class Emitters:
             tool_error=tool_error,
             stage=found.stage,
             step=found.step,
+            constants=found.constants,
         )
 
     def abort(self) -> None:

@@ -275,13 +275,15 @@ def test_check_on_a_users_model_file(tmp_path: Path) -> None:
     assert lines[0].split() == [
         "path",
         "device",
+        "constants",
         "stock",
         "ExecuTorch",
         "patched",
         "ExecuTorch",
     ]
-    assert lines[2].split() == ["emitter", "cpu", "ok", "ok"]
-    assert lines[3].startswith("emitter  fake:cuda:0  SIGSEGV (exit 139)")
+    # The Conv1d's weight and bias: the constants on the guarded path.
+    assert lines[2].split() == ["emitter", "cpu", "2", "ok", "ok"]
+    assert lines[3].startswith("emitter  fake:cuda:0  2          SIGSEGV (exit 139)")
     assert "'0.weight' is on device cuda:0 ..." in lines[3]
     assert lines[-1].startswith("OK: patched ExecuTorch crashes nowhere")
 
@@ -374,8 +376,16 @@ def test_executorch_example_model_as_it_is() -> None:
     result = run_check("--model", model, "--paths", "xnnpack")
     assert result.returncode == 0, result.stdout + result.stderr[-5000:]
     lines = result.stdout.splitlines()
-    assert lines[2].split() == ["xnnpack", "cpu", "ok", "ok"]
-    assert lines[3].startswith("xnnpack  fake:cuda:0  SIGSEGV (exit 139)")
+    cpu, device = lines[2].split(), lines[3].split()
+    assert cpu[:2] + cpu[3:] == ["xnnpack", "cpu", "ok", "ok"]
+    assert device[:2] + device[3:6] == [
+        "xnnpack",
+        "fake:cuda:0",
+        "SIGSEGV",
+        "(exit",
+        "139)",
+    ]
+    assert int(cpu[2]) == int(device[2]) > 10  # ResNet8's convolutions and more
     assert lines[3].endswith("is on device cuda:0 ...")
 
 
@@ -937,8 +947,8 @@ def test_what_the_model_prints_is_not_taken_for_a_result(tmp_path: Path) -> None
         assert result.returncode == 0, result.stdout + result.stderr[-3000:]
         assert "Traceback" not in result.stderr
     lines = results[0].stdout.splitlines()
-    assert lines[2].split() == ["emitter", "cpu", "ok", "ok"]
-    assert lines[3].startswith("emitter  fake:cuda:0  SIGSEGV (exit 139)")
+    assert lines[2].split() == ["emitter", "cpu", "2", "ok", "ok"]
+    assert lines[3].split()[:5] == ["emitter", "fake:cuda:0", "2", "SIGSEGV", "(exit"]
     rows = json.loads(results[2].stdout)["rows"]
     assert rows[1]["stock"]["summary"] == "SIGSEGV (exit 139)"
     assert "is on device cuda:0," in rows[1]["patched"]["summary"]
@@ -1722,6 +1732,7 @@ def test_a_model_that_imports_fine_passes_the_quick_look() -> None:
         assert result.returncode == 0, result.stderr
         assert result.stdout == "[]\n", result.stdout
 
+
 NEEDS_A_WIDTH = """
 import sys
 from pathlib import Path
@@ -1757,3 +1768,55 @@ def test_a_model_that_cannot_be_built_is_told_before_executorch_loads(
     )
     assert model.with_suffix(".seen").read_text() == "False"
 
+
+COVERED = """
+import torch
+
+
+class Covered(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+        self.empty = torch.nn.Parameter(torch.empty(0))
+        self.register_buffer("index", torch.tensor([2, 0, 1]))
+        self.register_buffer("mask", torch.tensor([True, False, True]))
+
+    def forward(self, x):
+        y = self.linear(x)[:, self.index].masked_fill(self.mask, 0.0)
+        return torch.cat([y.flatten(), self.empty])
+
+
+def make():
+    return Covered().eval(), (torch.ones(2, 4),)
+"""
+
+
+def test_each_row_lists_every_constant_on_its_guarded_path(tmp_path: Path) -> None:
+    """The guard stops at the first constant on a device; the row lists
+    them all, by the model's names, with dtype, shape and device: the
+    table counts them, --json and --verbose name them."""
+    model = write_model(tmp_path, COVERED, "covered.py")
+    args = ["--model", f"{model}:make", "--paths", "emitter", "xnnpack"]
+    args += ["--devices", "cpu", "fake:cuda:0"]
+    result = run_check(*args, "--json", "--verbose")
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = {(r["path"], r["device"]): r for r in json.loads(result.stdout)["rows"]}
+    expected = {
+        "linear.weight": ("float32", [3, 4]),
+        "linear.bias": ("float32", [3]),
+        "empty": ("float32", [0]),
+        "index": ("int64", [3]),
+        "mask": ("bool", [3]),
+    }
+    for (path, device), row in rows.items():
+        where = "cpu" if device == "cpu" else "cuda:0"
+        listed = {c["name"]: (c["dtype"], c["shape"]) for c in row["constants"]}
+        assert listed == expected, (path, device, row["constants"])
+        assert {c["device"] for c in row["constants"]} == {where}
+    assert "    index: int64 [3] on cuda:0" in result.stderr
+    table = run_check(*args)
+    assert table.returncode == 0, table.stdout + table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split()[:3] == ["path", "device", "constants"]
+    assert lines[2].split() == ["emitter", "cpu", "5", "ok", "ok"]
+    assert lines[3].startswith("emitter  fake:cuda:0  5          SIGSEGV (exit 139)")
