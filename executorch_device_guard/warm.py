@@ -393,6 +393,8 @@ def split_python_args(args: Sequence[str]) -> List[str]:
 @dataclasses.dataclass
 class _Pending:
     done: threading.Event
+    # Set once the child is forked (or the request failed).
+    forked: threading.Event = dataclasses.field(default_factory=threading.Event)
     pid: Optional[int] = None
     returncode: Optional[int] = None
     error: Optional[str] = None
@@ -464,6 +466,7 @@ class WarmParent:
             else:
                 pending.returncode = message["returncode"]
                 pending.done.set()
+            pending.forked.set()
         # The parent is gone: nothing pending will ever finish.
         if not self._ready.is_set():
             code = self._proc.wait()
@@ -482,6 +485,7 @@ class WarmParent:
                 if not pending.done.is_set():
                     pending.error = "the warm parent exited:\n" + self.log()
                     pending.done.set()
+                    pending.forked.set()
 
     def log(self) -> str:
         """The parent's own stderr (its imports' warnings, or why it failed)."""
@@ -558,6 +562,10 @@ class WarmParent:
                 del self._pending[request_id]
                 raise WarmError(f"the warm parent is gone: {e}\n{self.log()}") from e
         try:
+            # The timeout is the child's: an early request ("after") first
+            # waits for its preload step.
+            if not pending.forked.wait(READY_TIMEOUT):
+                raise WarmError(f"the warm parent did not fork after {READY_TIMEOUT} s")
             timed_out = not pending.done.wait(timeout)
             if timed_out and pending.pid is not None:
                 _kill(pending.pid)
