@@ -166,6 +166,17 @@ class Row:
                     f"{emitter}: the child exited {outcome.returncode} without a "
                     "result (see --verbose)"
                 )
+        patched = self.outcomes["patched"].result or {}
+        if (
+            not errors
+            and self.copies
+            and patched.get("outcome") == "ok"
+            and "host_copy" not in patched
+        ):
+            errors.append(
+                "patched: the child gave no bundle of host copies to compare "
+                "with (see --verbose)"
+            )
         if (
             not errors
             and self.device.startswith("fake:")

@@ -97,6 +97,10 @@ def test_a_bundled_device_row_compares_host_copies_of_its_own_tensors() -> None:
     assert "differs from the bundle of their host copies" in differs.problems[0]
     assert check.judge([cpu, differs]).exit_code == 1
     # On every other path, a device's data read as if it were the host's.
+    # A child that made no bundle of host copies (another form of the tool's
+    # child) gives no verdict, not a FAIL.
+    unmade = Row("bundled", "cuda", {"stock": crash, "patched": bundled("gg")})
+    assert unmade.problems == [] and "no bundle of host copies" in unmade.tool_errors[0]
     emitter = Row("emitter", "fake:cuda:0", {"stock": crash, "patched": bundled("gg")})
     assert "exports where stock fails" in emitter.problems[0]
 
