@@ -101,9 +101,10 @@ def _check_rows(args: argparse.Namespace) -> "Union[int, Tuple[List, List]]":
     """The matrix's rows and the (path, device) pairs selected, or an exit
     code when the model or selection is refused."""
     from executorch_device_guard import check, probe
-    from executorch_device_guard.runner import Emitters
+    from executorch_device_guard.runner import Emitters, export_preload
 
-    with Emitters(warm=not args.fresh) as emitters:
+    preload = export_preload(args.paths)
+    with Emitters(warm=not args.fresh, preload=preload) as emitters:
         emitters.start()
         # One child loads the model and asks for CUDA before any export runs.
         # It reports to a file of its own: the model may print anything.

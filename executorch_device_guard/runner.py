@@ -35,7 +35,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Set
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from executorch_device_guard import data_root, tempdirs, warm
 from executorch_device_guard.child import OUTCOMES
@@ -46,6 +46,7 @@ from executorch_device_guard.patchset import patched_files
 
 EMITTERS = ("stock", "patched")
 
+WARM_UP = "executorch_device_guard.warmup:main"
 # What an export child needs, imported once by each warm parent, then the
 # pattern graphs that every lowering would make again (warmup.py, on one
 # thread; a fresh interpreter skips that step, as its export makes them).
@@ -76,8 +77,16 @@ EXPORT_PRELOAD = (
     "torch.fx.experimental.validator?",
     "executorch.extension.flat_tensor?",
     # XNNPACK's and Vulkan's pattern graphs, made once (warmup.py).
-    "executorch_device_guard.warmup:main",
+    WARM_UP,
 )
+
+
+def export_preload(paths: Optional[Sequence[str]] = None) -> Tuple[str, ...]:
+    """EXPORT_PRELOAD for check's ``paths`` (None: all): without the pattern
+    graphs when neither XNNPACK nor Vulkan is among them."""
+    if paths is None or {"xnnpack", "vulkan"} & set(paths):
+        return EXPORT_PRELOAD
+    return tuple(name for name in EXPORT_PRELOAD if name != WARM_UP)
 
 
 # A fresh interpreter's ``-c`` for ``Emitters.call``: it imports what a warm

@@ -253,3 +253,13 @@ def torch_cuda_available() -> bool:
         [sys.executable, "-c", code], capture_output=True, text=True
     )
     return result.stdout.strip() == "True"
+
+
+def test_the_pattern_graphs_are_made_only_for_the_paths_that_match_them() -> None:
+    """check --paths emitter bundled: no lowering, no pattern graphs to make."""
+    from executorch_device_guard.runner import EXPORT_PRELOAD, WARM_UP, export_preload
+
+    assert export_preload(None) == EXPORT_PRELOAD
+    assert export_preload(["emitter", "vulkan"]) == EXPORT_PRELOAD
+    lean = export_preload(["emitter", "bundled"])
+    assert WARM_UP not in lean and len(lean) == len(EXPORT_PRELOAD) - 1
