@@ -1,8 +1,11 @@
 """What starts threads in a warm parent on a CUDA machine (issue 27).
 
+    python gpu/thread_probe.py MODULE[:FUNCTION]...
+
 Imports check's warm-parent preload list (runner.EXPORT_PRELOAD) one module at
-a time in this interpreter and prints, after each, the seconds it took and the
-process's native threads by name (/proc/self/task/*/comm); then the same for
+a time in this interpreter (and calls FUNCTION where given, as a warm parent
+does) and prints, after each, the seconds it took and the process's native
+threads by name (/proc/self/task/*/comm); then the same for
 torch.cuda.is_available() and a first CUDA tensor.
 """
 
@@ -34,8 +37,18 @@ if __name__ == "__main__":
     import importlib
 
     step("start", lambda: None)
+    def preload(name):
+        module, _, function = name.partition(":")
+        try:
+            imported = importlib.import_module(module)
+        except ImportError as e:  # an optional preload ('?') this torch lacks
+            print(f"          missing: {e}")
+            return
+        if function:
+            getattr(imported, function)()
+
     for name in sys.argv[1:]:
-        step(f"import {name}", lambda name=name: importlib.import_module(name))
+        step(f"import {name}", lambda name=name: preload(name))
     import torch
 
     step("torch.cuda.is_available()", torch.cuda.is_available)
