@@ -4,75 +4,187 @@
 # This source code is licensed under the BSD-style license found in the
 # LICENSE file in the root directory of this source tree.
 
-"""How long the default ``check`` takes, against one import of torch and ExecuTorch.
+"""What ``check`` costs against one import of torch and ExecuTorch, and where
+its time goes.
 
-    .venv/bin/python bench/bench_check.py [--rounds 3] [-- CHECK ARGS...]
+    .venv/bin/python bench/bench_check.py [--rounds 5] [--before DIR] [-- CHECK ARGS...]
 
-Both are measured in the same run, interleaved, each in a fresh process of
-this interpreter: ``python -c "import torch, executorch.exir"`` and
-``python -m executorch_device_guard check`` (default matrix unless CHECK ARGS
-are given). Prints each time, the medians, their ratio (the target is at
-most 5) and the load average before and after, since other work on the
-machine slows both.
+Measured side by side in one run, in interleaved rounds whose order rotates,
+each command in a fresh process of this interpreter, so that other work on
+the machine slows all of them alike:
+
+- ``import``: ``python -c "import torch, executorch.exir"``;
+- ``check``: ``python -m executorch_device_guard check`` (the default
+  matrix, or CHECK ARGS);
+- ``model``: ``check --model bench/user_model.py:make`` (a small user
+  model: a 1-D convolution classifier), unless CHECK ARGS are given.
+
+- ``preload``: one warm parent's work before it forks, alone: check's
+  preloads (torch, ExecuTorch, its backends) and the pattern graphs.
+
+Each check's progress lines (stderr) are timestamped as they come, which
+splits its time in three: ``start`` (until the first export ends: the warm
+parents' imports and pattern graphs, the model probe, that export),
+``matrix`` (until the last export ends) and ``end`` (the table, removing the
+overlays). ``work`` is the sum of the other exports' own times over the jobs
+that ran them: what the matrix would take with no waiting. Prints each round, the medians, the ratios to the import
+(targets: at most 2.5 for the default check, 3 for the model) and the
+1-minute load average before and after every round. CPU time (of the
+command and every process it waited for) is printed beside each time:
+other work on the machine changes it much less than the wall time. ``--before DIR`` times
+the same checks with the tool of another checkout (an earlier commit) in
+the same rounds.
 """
 
 import argparse
 import os
+import re
+import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
-from typing import List
+from typing import Dict, List
 
 REPO = Path(__file__).resolve().parent.parent
+# One warm parent's work before it forks: check's preloads and pattern graphs.
+PRELOAD = (
+    "import importlib; from executorch_device_guard.runner import EXPORT_PRELOAD\n"
+    "for name in EXPORT_PRELOAD:\n"
+    "    module, _, function = name.rstrip('?').partition(':')\n"
+    "    try:\n"
+    "        imported = importlib.import_module(module)\n"
+    "    except ImportError:\n"
+    "        continue\n"
+    "    if function:\n"
+    "        getattr(imported, function)()\n"
+)
+TARGETS = {"check": 2.5, "model": 3.0}
+_EXPORT_TIME = re.compile(r"^\[\s*\d+/\d+\] .* \((\d+\.\d+) s\)$")
+_JOBS = re.compile(r"^running \d+ exports, (\d+) at a time")
 
 
-def timed(cmd: List[str]) -> float:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(REPO)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+def env(tool: Path) -> Dict[str, str]:
+    found = dict(os.environ)
+    found["PYTHONPATH"] = os.pathsep.join(
+        [str(tool)] + ([found["PYTHONPATH"]] if found.get("PYTHONPATH") else [])
     )
+    return found
+
+
+def _children_cpu() -> float:
+    """CPU seconds of every finished child process (and those it waited for)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(cmd: List[str], tool: Path = REPO) -> Dict[str, float]:
+    """Runs ``cmd`` with the tool of ``tool`` first on the path; its total
+    time, and for a check the phases above."""
     start = time.monotonic()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    elapsed = time.monotonic() - start
-    if proc.returncode != 0:
-        sys.exit(
-            f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}"
+    cpu_before = _children_cpu()
+    # From a folder of its own: the current folder comes first on the path
+    # of ``python -m``, and must not bring another form of the tool.
+    proc = subprocess.Popen(
+        cmd,
+        env=env(tool),
+        cwd=tempfile.gettempdir(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    first = last = None
+    work, jobs, lines = 0.0, 1, []
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        now = time.monotonic() - start
+        lines.append(line)
+        if _JOBS.match(line):
+            jobs = int(_JOBS.match(line).group(1))
+        found = _EXPORT_TIME.match(line.strip())
+        if found:
+            if first is None:
+                first = now
+            else:  # the first one waited for its warm parent's imports
+                work += float(found.group(1))
+            last = now
+    stdout = proc.stdout.read() if proc.stdout else ""
+    code = proc.wait()
+    total = time.monotonic() - start
+    cpu = _children_cpu() - cpu_before
+    if code != 0:
+        sys.exit(f"{' '.join(cmd)} exited {code}:\n{stdout}{''.join(lines)}")
+    times = {"total": total, "cpu": cpu}
+    if first is not None and last is not None:
+        times.update(
+            start=first, matrix=last - first, end=total - last, work=work / jobs
         )
-    return elapsed
+    return times
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="a checkout of an earlier form of the tool, whose checks join "
+        "each round ('check-before', 'model-before')",
+    )
     parser.add_argument("check_args", nargs="*", help="after --: arguments for check")
     args = parser.parse_args()
-    imports = [sys.executable, "-c", "import torch, executorch.exir"]
-    check = [sys.executable, "-m", "executorch_device_guard", "check", *args.check_args]
-    load_before = os.getloadavg()
-    import_times, check_times = [], []
-    for round_ in range(1, args.rounds + 1):
-        import_times.append(timed(imports))
-        check_times.append(timed(check))
+    check = [sys.executable, "-m", "executorch_device_guard", "check"]
+    commands = {
+        "import": [sys.executable, "-c", "import torch, executorch.exir"],
+        "preload": [sys.executable, "-c", PRELOAD],
+        "check": check + args.check_args,
+    }
+    if not args.check_args:
+        commands["model"] = check + ["--model", str(REPO / "bench/user_model.py:make")]
+    tools = {name: REPO for name in commands}
+    if args.before:
+        for name in [n for n in commands if n.startswith(("check", "model"))]:
+            commands[f"{name}-before"] = commands[name]
+            tools[f"{name}-before"] = args.before.resolve()
+    names = list(commands)
+    results: Dict[str, List[Dict[str, float]]] = {name: [] for name in names}
+    for number in range(1, args.rounds + 1):
+        order = names[number % len(names) :] + names[: number % len(names)]
+        before = os.getloadavg()[0]
+        for name in order:
+            results[name].append(timed(commands[name], tools[name]))
+        after = os.getloadavg()[0]
         print(
-            f"round {round_}: import {import_times[-1]:.1f} s, "
-            f"check {check_times[-1]:.1f} s",
+            f"round {number} ({', '.join(order)}): "
+            + ", ".join(
+                f"{n} {results[n][-1]['total']:.1f} s (CPU {results[n][-1]['cpu']:.1f} s)"
+                for n in names
+            )
+            + f"; load {before:.2f} -> {after:.2f}",
             flush=True,
         )
-    load_after = os.getloadavg()
-    t_import = statistics.median(import_times)
-    t_check = statistics.median(check_times)
-    print(
-        f"cores: {os.cpu_count()}; load average before {load_before[0]:.2f}, "
-        f"after {load_after[0]:.2f} (1 min)"
-    )
-    print(f"import torch, executorch.exir: {t_import:.1f} s (median of {args.rounds})")
-    print(
-        f"check {' '.join(args.check_args) or '(default matrix)'}: "
-        f"{t_check:.1f} s (median of {args.rounds})"
-    )
-    print(f"ratio: {t_check / t_import:.2f} (target: at most 5)")
+    print(f"cores: {os.cpu_count()}; medians of {args.rounds} rounds:")
+    base = statistics.median(r["total"] for r in results["import"])
+    base_cpu = statistics.median(r["cpu"] for r in results["import"])
+    for name in names:
+        medians = {
+            key: statistics.median(r[key] for r in results[name])
+            for key in results[name][0]
+        }
+        parts = ", ".join(
+            f"{k} {v:.1f} s" for k, v in medians.items() if k not in ("total", "cpu")
+        )
+        line = f"{name}: {medians['total']:.1f} s, CPU {medians['cpu']:.1f} s"
+        line += f" ({parts})" if parts else ""
+        if name.startswith(("check", "model")):
+            ratio = medians["total"] / base
+            line += f"; {ratio:.2f} x import, CPU {medians['cpu'] / base_cpu:.2f} x"
+        if name in TARGETS:
+            verdict = "within" if ratio <= TARGETS[name] else "OVER"
+            line += f" ({verdict} {TARGETS[name]})"
+        print(line)
     return 0
 
 

@@ -61,7 +61,8 @@ PATHS = {
 }
 # The paths that read device data through a host copy: the bundled program
 # stores test data, the caller's to hand over, not model constants. There a
-# device row passes when patched gives the bytes of the path's CPU row.
+# device row passes when patched gives, from the device's tensors, the bytes
+# that the child got by bundling host copies of the same tensors.
 COPIED_PATHS = ("bundled",)
 # The paths whose exports take longest (lowering to a delegate): run first,
 # so that no long one is left for the end alone.
@@ -135,9 +136,6 @@ class Row:
     path: str
     device: str
     outcomes: Dict[str, Outcome]
-    # On a path of COPIED_PATHS: the files of its CPU row, which the bundle of
-    # a device row must equal (None when that row did not run).
-    host_copy: Optional[Dict] = None
 
     @property
     def copies(self) -> bool:
@@ -168,6 +166,17 @@ class Row:
                     f"{emitter}: the child exited {outcome.returncode} without a "
                     "result (see --verbose)"
                 )
+        patched = self.outcomes["patched"].result or {}
+        if (
+            not errors
+            and self.copies
+            and patched.get("outcome") == "ok"
+            and "host_copy" not in patched
+        ):
+            errors.append(
+                "patched: the child gave no bundle of host copies to compare "
+                "with (see --verbose)"
+            )
         if (
             not errors
             and self.device.startswith("fake:")
@@ -319,10 +328,11 @@ class Row:
                 return ["CPU bytes differ from the stock emitter's"]
             return []
         if self.copies and patched.get("outcome") == "ok":
-            if self.host_copy is not None and patched.get("files") != self.host_copy:
+            if patched.get("files") != patched.get("host_copy"):
                 return [
-                    "patched ExecuTorch's bundle differs from the CPU row's: it "
-                    "did not read a host copy of the device's data"
+                    "patched ExecuTorch's bundle of the device's test data "
+                    "differs from the bundle of their host copies, made in the "
+                    "same process: it did not read a host copy"
                 ]
             return []
         if patched.get("outcome") == "ok":
@@ -354,6 +364,16 @@ class Row:
         return self._named(patched) and stock_read
 
     @property
+    def constants(self) -> Optional[List[Dict]]:
+        """The constants on the row's guarded path (inventory.py), as
+        patched's child listed them, else stock's; None if neither did."""
+        for emitter in ("patched", "stock"):
+            found = self.outcomes[emitter].constants
+            if found is not None:
+                return found
+        return None
+
+    @property
     def cpu_same(self) -> bool:
         """A CPU row where patched gives stock's bytes."""
         return self.device == "cpu" and not (
@@ -376,6 +396,7 @@ class Row:
         return {
             "path": self.path,
             "device": self.device,
+            "constants": self.constants,
             **{e: outcome(o) for e, o in self.outcomes.items()},
             "problems": self.problems,
             "tool_errors": self.tool_errors,
@@ -561,26 +582,27 @@ def run_matrix(
     rest = [run for run in runs if first is None or run[:2] != first]
     # The slowest first, so that no long one is left for the end alone.
     rest.sort(key=lambda run: PATHS[run[0]][0] not in SLOW_FLOWS)
+    # Real CUDA rows do not start with the first row's torch.export on CPU:
+    # they run beside it (each starts CUDA, which takes seconds).
+    cuda = [run for run in rest if run[1] == "cuda"]
+    rest = [run for run in rest if run[1] != "cuda"]
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
     try:
+        started = [pool.submit(one, (*first, e)) for e in EMITTERS] if first else []
+        started += [pool.submit(one, run) for run in cuda]
         if first is not None:
-            for future in [pool.submit(one, (*first, e)) for e in EMITTERS]:
+            for future in started[: len(EMITTERS)]:
                 future.result()
             if row(first).refused_by_torch_export:
-                rest = [run for run in rest if run[1] == "cuda"]
-        for future in [pool.submit(one, run) for run in rest]:
+                rest = []
+        for future in started + [pool.submit(one, run) for run in rest]:
             future.result()
     except BaseException:
         emitters.abort()
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown()
-    rows = [row(pair) for pair in pairs if all((*pair, e) in done for e in EMITTERS)]
-    cpu = {r.path: r for r in rows if r.device == "cpu" and r.path in COPIED_PATHS}
-    for r in rows:
-        if r.copies and r.path in cpu:
-            r.host_copy = (cpu[r.path].outcomes["stock"].result or {}).get("files")
-    return rows
+    return [row(pair) for pair in pairs if all((*pair, e) in done for e in EMITTERS)]
 
 
 def _first_row(pairs: List[Tuple[str, str]]) -> Optional[Tuple[str, str]]:
@@ -625,11 +647,12 @@ def format_table(rows: List[Row], width: int = 60) -> str:
             return text
         return text[: width - 3] + "..."
 
-    header = ("path", "device", "stock ExecuTorch", "patched ExecuTorch")
+    header = ("path", "device", "constants", "stock ExecuTorch", "patched ExecuTorch")
     lines = [header] + [
         (
             row.path,
             row.device,
+            "-" if row.constants is None else str(len(row.constants)),
             cell(row.outcomes["stock"].describe()),
             cell(row.outcomes["patched"].describe()),
         )
@@ -709,6 +732,20 @@ def write_logs(rows: List[Row], folder: Path) -> Optional[str]:
 def _write_log(path: Path, text: str) -> None:
     faults.step()  # a test fault, e.g. a full disk
     userfiles.replace(path, text.encode("utf-8", errors="replace"))
+
+
+def print_constants(rows: List[Row], out: TextIO) -> None:
+    """Each row's constants on its guarded path, one per line."""
+    from executorch_device_guard.inventory import line
+
+    print("\nconstants on each row's guarded path:", file=out)
+    for row in rows:
+        found = row.constants
+        count = "not listed" if found is None else f"{len(found)}"
+        print(f"  {row.path} {row.device}: {count}", file=out)
+        for entry in found or []:
+            print(f"    {line(entry)}", file=out)
+    out.flush()
 
 
 def print_stderr(rows: List[Row], out: TextIO) -> None:

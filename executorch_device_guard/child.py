@@ -57,7 +57,7 @@ import os
 import random
 import sys
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 FLOWS = ["emit", "xnnpack", "vulkan", "bundled", "cuda-partitioner"]
 OUTCOMES = ("ok", "error", "n/a", "setup-error", "tool-error")
@@ -73,6 +73,23 @@ _result_file: List[Path] = []
 _current_step = [""]
 # What the tool's own code was doing when it failed, if it did (see _tool).
 _tool_failure: List[str] = []
+# The constants on the guarded path (inventory.py), and the model they
+# come from (named by it).
+_constants: List[Dict[str, Any]] = []
+_model: List[Any] = []
+
+
+def _record_constants(tables: List[Dict[str, Any]], device: str) -> None:
+    """Adds the tensors of ``tables`` to the constants on the guarded path
+    and records them all (a crash at the read leaves them)."""
+    from executorch_device_guard import inventory
+
+    module = _model[0].module if _model else None
+    where = None if device in ("cpu", "cuda") else _target_device(device)
+    with _tool("listing the constants"):
+        inventory.merge(_constants, inventory.describe(tables, module, where))
+    if _result_file:
+        _report(_result_file[0], {"constants": _constants})
 
 
 def _on_device() -> None:
@@ -86,6 +103,14 @@ def _step(name: str) -> None:
     if _current_step[0] != name and _result_file:
         _report(_result_file[0], {"step": name})
     _current_step[0] = name
+
+
+class Bundle(NamedTuple):
+    """A serialized bundled program, and that of the host copies of its
+    device test data (None on cpu and meta)."""
+
+    data: bytes
+    host_copy: Optional[bytes]
 
 
 class NotApplicable(Exception):
@@ -145,6 +170,12 @@ def _is_moved(device: str) -> bool:
     return device.startswith("fake:") or device == "meta"
 
 
+def _record_programs(edge: Any, device: str) -> None:
+    """Records the constants of every method of ``edge``."""
+    programs = [edge.exported_program(name) for name in edge.methods]
+    _record_constants(_programs_tables(programs), device)
+
+
 def _move_programs(edge: Any, device: str) -> None:
     """Every constant of every method of ``edge`` to ``device``, in place."""
     from executorch_device_guard.fake_device import tables_on_device
@@ -183,6 +214,7 @@ def _emit(model: Any, device: str, external_constants: bool) -> Any:
     exported = _export(model)
     _step("to_edge_transform_and_lower")
     edge = to_edge_transform_and_lower(exported)
+    _record_programs(edge, device)
     if _is_moved(device):
         _move_programs(edge, device)
         _on_device()
@@ -195,8 +227,8 @@ def _emit(model: Any, device: str, external_constants: bool) -> Any:
 def _device_in_preprocess(
     backend: Any, name: str, device: str, fetch: Tuple[Any, str]
 ) -> None:
-    """A delegate's preprocess (``backend``'s, e.g. XnnpackBackend) gets its
-    program's constants on ``device``.
+    """A delegate's preprocess (``backend``'s, e.g. XnnpackBackend) records
+    its program's constants, and gets them on ``device`` (a moved one).
 
     Lowering traces the program with fake tensors of its own, so the device
     tensors are put in place where the delegate starts on the real
@@ -214,9 +246,13 @@ def _device_in_preprocess(
     original = backend.preprocess
 
     def preprocess(edge_program: Any, compile_specs: Any) -> Any:
+        tables = [edge_program.state_dict, edge_program.constants]
+        _record_constants(tables, device)
+        if not _is_moved(device):
+            _step(f"{name} preprocess")
+            return original(edge_program, compile_specs)
         with _tool(f"moving {name}'s constants to {device}"):
-            tables = [edge_program.state_dict, edge_program.constants]
-            tables_on_device(tables, device)
+            tables_on_device(tables, _target_device(device))
         _on_device()
         _step(f"{name} preprocess")
         with keep_device_claims(), fetch_reports_device(*fetch):
@@ -240,11 +276,14 @@ def _lowered(
     preprocess."""
     from executorch.exir import to_edge_transform_and_lower
 
-    if _is_moved(device):
-        _device_in_preprocess(backend, name, _target_device(device), fetch)
+    _device_in_preprocess(backend, name, device, fetch)
     exported = _export(model)
+    # Every constant of the program: the delegate reads those it takes, the
+    # emitter the others (a device row stops at the first).
+    _record_constants([exported.state_dict, exported.constants], device)
     _step(f"to_edge_transform_and_lower with {type(partitioner).__name__}")
     edge = to_edge_transform_and_lower(exported, partitioner=[partitioner])
+    _record_programs(edge, device)
     if _is_moved(device):
         # What the delegate did not take is emitted from the device too.
         _move_programs(edge, device)
@@ -329,6 +368,35 @@ def _bundled(model: Any, device: str) -> Any:
             "bundled test cases hold tensors, ints, floats and bools, not "
             f"{type(other[0]).__name__}"
         )
+
+    def bundle(expected: List[Any]) -> bytes:
+        case = MethodTestCase(inputs=inputs, expected_outputs=expected)
+        bundled = BundledProgram(program, [MethodTestSuite("forward", [case])])
+        _step("serialize_from_bundled_program_to_flatbuffer")
+        return serialize_from_bundled_program_to_flatbuffer(bundled)
+
+    host_copy = None
+    if device not in ("cpu", "meta"):
+        # What the fix guarantees, in this process: the bundle of the device
+        # tensors equals the bundle of their host copies. (Another row's
+        # bundle would hold outputs computed elsewhere: a GPU's low bits
+        # differ from a CPU's.) Made first: stock crashes on the device's.
+        with _tool("copying the expected outputs to the host"):
+            copies = [
+                o.detach().cpu() if isinstance(o, torch.Tensor) else o for o in outputs
+            ]
+        _step("BundledProgram of the host copies")
+        host_copy = bundle(copies)
+    _record_constants(
+        [
+            {
+                f"expected output {i}": o
+                for i, o in enumerate(outputs)
+                if isinstance(o, torch.Tensor)
+            }
+        ],
+        device,
+    )
     if _is_moved(device):
         with _tool(f"moving the expected outputs to {device}"):
             outputs = [
@@ -342,11 +410,8 @@ def _bundled(model: Any, device: str) -> Any:
     if device != "cpu":
         _on_device()
     _step("BundledProgram")
-    case = MethodTestCase(inputs=inputs, expected_outputs=outputs)
     with _claims(device):
-        bundled = BundledProgram(program, [MethodTestSuite("forward", [case])])
-        _step("serialize_from_bundled_program_to_flatbuffer")
-        return serialize_from_bundled_program_to_flatbuffer(bundled)
+        return Bundle(bundle(outputs), host_copy)
 
 
 def _cuda_partitioner(model: Any, inputs: Any) -> Any:
@@ -402,6 +467,7 @@ def run(
     where = "cuda" if device == "cuda" and flow != "bundled" else "cpu"
     with _tool(f"moving the model and its inputs to {where}"):
         model = model.to(where)
+    _model[:] = [model]
     if where == "cuda":
         _on_device()
     if flow == "emit":
@@ -415,8 +481,11 @@ def run(
     else:
         result = _cuda_partitioner(model.module, model.args)
 
-    if isinstance(result, bytes):
-        files = {"bundled_program.bpte": result}
+    host_copy = None
+    if isinstance(result, Bundle):
+        files = {"bundled_program.bpte": result.data}
+        if result.host_copy is not None:
+            host_copy = {"bundled_program.bpte": _digest(result.host_copy)}
     else:
         _step("serializing the program")
         files = {"program.pte": result.buffer}
@@ -428,8 +497,15 @@ def run(
         digests = {}
         for name, data in sorted(files.items()):
             (out / name).write_bytes(data)
-            digests[name] = hashlib.sha256(data).hexdigest()
-    return {"outcome": "ok", "files": digests}
+            digests[name] = _digest(data)
+    found = {"outcome": "ok", "files": digests}
+    if host_copy is not None:
+        found["host_copy"] = host_copy
+    return found
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def _report(path: Path, record: Dict) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import List, NoReturn, Optional, Tuple, Union
 
 from executorch_device_guard import __version__, data_root
+from executorch_device_guard.jobs import default_jobs
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -66,6 +67,7 @@ def _check(args: argparse.Namespace) -> int:
     # the verdict: it is named after them.
     log_error = check.write_logs(rows, args.log_dir) if args.log_dir else None
     if args.verbose:
+        check.print_constants(rows, sys.stderr)
         check.print_stderr(rows, sys.stderr)
     if args.json:
         report = {
@@ -99,19 +101,23 @@ def _check_rows(args: argparse.Namespace) -> "Union[int, Tuple[List, List]]":
     """The matrix's rows and the (path, device) pairs selected, or an exit
     code when the model or selection is refused."""
     from executorch_device_guard import check, probe
-    from executorch_device_guard.runner import Emitters
+    from executorch_device_guard.runner import Emitters, export_preload
 
-    with Emitters(warm=not args.fresh) as emitters:
+    preload = export_preload(args.paths)
+    with Emitters(warm=not args.fresh, preload=preload) as emitters:
         emitters.start()
         # One child loads the model and asks for CUDA before any export runs.
         # It reports to a file of its own: the model may print anything.
         result = emitters.case_folder("probe") / "probe.jsonl"
         try:
+            # Forked as soon as the warm parent has imported torch: a model
+            # that cannot be built is told before ExecuTorch is imported.
             proc = emitters.call(
                 "stock",
                 "executorch_device_guard.probe:main",
                 [args.model, str(result)],
                 timeout=args.timeout,
+                after="torch",
             )
         except subprocess.TimeoutExpired:
             stage = probe.Probe(result).stage or "loading it"
@@ -141,6 +147,9 @@ def _check_rows(args: argparse.Namespace) -> "Union[int, Tuple[List, List]]":
         rows = check.run_matrix(
             emitters, args.model, pairs, jobs=args.jobs, timeout=args.timeout
         )
+        if args.verbose:
+            for note in emitters.notes:
+                print(f"executorch-device-guard: {note}", file=sys.stderr)
     return rows, pairs
 
 
@@ -365,8 +374,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--jobs",
         type=int,
-        default=min(2, os.cpu_count() or 1),
-        help="child processes at a time (default: %(default)s)",
+        default=default_jobs(),
+        help="exports at a time (default: one per core, as many as the "
+        "available memory holds at 2 GiB each: %(default)s here)",
     )
     c.add_argument(
         "--timeout",

@@ -305,8 +305,40 @@ def _is_eager_model(value: Any) -> bool:
     )
 
 
+def _needs_arguments(spec: str, value: Any) -> Optional[ModelSpecError]:
+    """The mistake when ``value`` (a class or function) cannot be called
+    without arguments, in words, with the forms that check accepts; None
+    when it can (or its signature cannot be read)."""
+    try:
+        signature = inspect.signature(value)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind()
+    except TypeError:
+        pass
+    else:
+        return None
+    needed = [
+        name
+        for name, p in signature.parameters.items()
+        if p.default is p.empty
+        and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+    name = getattr(value, "__name__", type(value).__name__)
+    return ModelSpecError(
+        f"--model {spec}: {name}({', '.join(needed)}) needs an argument, and "
+        f"check calls it without any; give {FORMS} (e.g. def make(): return "
+        f"{name}(...), (inputs,))"
+    )
+
+
 def _from_eager_model(spec: str, value: Any) -> LoadedModel:
     where = getattr(value, "__name__", type(value).__name__)
+    if isinstance(value, type):
+        needs = _needs_arguments(spec, value)
+        if needs is not None:
+            raise needs
     try:
         if isinstance(value, type):
             value = value()
@@ -528,6 +560,9 @@ def load_model(spec: str, stage: Optional[Callable[[str], None]] = None) -> Load
 
     what = f"its attribute '{attr}'{_default_note(spec)} is"
     if callable(value) and not isinstance(value, torch.nn.Module):
+        needs = _needs_arguments(spec, value)
+        if needs is not None:
+            raise needs
         try:
             value = value()
         except Exception as e:  # noqa: B902 - the user's factory failed

@@ -7,10 +7,12 @@
 """Runs exports in child processes against the stock or the patched emitter.
 
 Each overlay gets a warm parent (executorch_device_guard.warm) that has
-imported torch and ExecuTorch once; each export is a child forked from it.
-Real CUDA cases, platforms without fork, and ``Emitters(warm=False)`` use a
-fresh interpreter per export instead. Either way a crash kills one child only,
-and the result is the same ``Outcome``.
+imported torch and ExecuTorch once; each export is a child forked from it,
+a real CUDA one too (the parent never starts CUDA; its child does).
+Platforms without fork, a parent that cannot fork safely (it has threads),
+and ``Emitters(warm=False)`` use a fresh interpreter per export instead.
+Either way a crash kills one child only, and the result is the same
+``Outcome``.
 
 Each export reports through a result file in its own case folder (see
 child.py), never through its stdout, and says which ExecuTorch emitter it
@@ -33,7 +35,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Set
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from executorch_device_guard import data_root, tempdirs, warm
 from executorch_device_guard.child import OUTCOMES
@@ -45,8 +47,10 @@ from executorch_device_guard.series_files import test_support
 
 EMITTERS = ("stock", "patched")
 
-# What an export child needs, imported once by each warm parent. No tensor
-# operation runs while importing these.
+WARM_UP = "executorch_device_guard.warmup:main"
+# What an export child needs, imported once by each warm parent, then the
+# pattern graphs that every lowering would make again (warmup.py, on one
+# thread; a fresh interpreter skips that step, as its export makes them).
 EXPORT_PRELOAD = (
     "torch",
     "torch.export",
@@ -73,7 +77,17 @@ EXPORT_PRELOAD = (
     "torch._higher_order_ops.passes?",
     "torch.fx.experimental.validator?",
     "executorch.extension.flat_tensor?",
+    # XNNPACK's and Vulkan's pattern graphs, made once (warmup.py).
+    WARM_UP,
 )
+
+
+def export_preload(paths: Optional[Sequence[str]] = None) -> Tuple[str, ...]:
+    """EXPORT_PRELOAD for check's ``paths`` (None: all): without the pattern
+    graphs when neither XNNPACK nor Vulkan is among them."""
+    if paths is None or {"xnnpack", "vulkan"} & set(paths):
+        return EXPORT_PRELOAD
+    return tuple(name for name in EXPORT_PRELOAD if name != WARM_UP)
 
 
 # A fresh interpreter's ``-c`` for ``Emitters.call``: it imports what a warm
@@ -117,6 +131,9 @@ class Outcome:
     stage: Optional[str] = None
     # The export's last step that started (child.py), e.g. "torch.export".
     step: Optional[str] = None
+    # The constants on the guarded path, as the child listed them
+    # (inventory.py); None if it said nothing.
+    constants: Optional[List[Dict]] = None
 
     @property
     def crashed(self) -> bool:
@@ -142,9 +159,10 @@ def _valid_result(result: object) -> bool:
     if not isinstance(result, dict) or result.get("outcome") not in OUTCOMES:
         return False
     if result["outcome"] == "ok":
-        files = result.get("files")
-        return isinstance(files, dict) and all(
-            isinstance(k, str) and isinstance(v, str) for k, v in files.items()
+        return all(
+            isinstance(files, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in files.items())
+            for files in (result.get("files"), result.get("host_copy", {}))
         )
     fields = ("message",) if result["outcome"] == "n/a" else ("type", "message")
     return all(isinstance(result.get(f), str) for f in fields)
@@ -164,6 +182,14 @@ class ResultFile:
     problem: Optional[str] = None
     stage: Optional[str] = None
     step: Optional[str] = None
+    constants: Optional[List[Dict]] = None
+
+
+def _valid_constants(value: object) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(entry, dict) and isinstance(entry.get("name"), str)
+        for entry in value
+    )
 
 
 def read_result(path: Path) -> ResultFile:
@@ -187,6 +213,8 @@ def read_result(path: Path) -> ResultFile:
             found.stage = record["stage"]
         elif isinstance(record, dict) and isinstance(record.get("step"), str):
             found.step = record["step"]
+        elif isinstance(record, dict) and _valid_constants(record.get("constants")):
+            found.constants = record["constants"]
         elif isinstance(record, dict) and _valid_result(record.get("result")):
             found.result = record["result"]
         else:
@@ -252,6 +280,8 @@ class Emitters:
         self._parents: Dict[str, Optional[warm.WarmParent]] = {}
         self._failed: Set[warm.WarmParent] = set()
         self._fresh: Set[subprocess.Popen] = set()
+        # Why an overlay fell back to fresh interpreters, if one did.
+        self.notes: List[str] = []
         self._lock = threading.Lock()
         self.base = tempdirs.make("device-guard-")
         try:
@@ -383,8 +413,11 @@ class Emitters:
         args: Sequence[str] = (),
         timeout: float = 900,
         cwd: Optional[Path] = None,
+        after: Optional[str] = None,
     ) -> subprocess.CompletedProcess:
-        """``pkg.module:function(args)`` in a child of the warm parent.
+        """``pkg.module:function(args)`` in a child of the warm parent,
+        forked once its preload step ``after`` is done, if given, else once
+        it is ready.
 
         The function's int return value is the exit code. Without a warm
         parent, a fresh interpreter calls it the same way.
@@ -392,7 +425,7 @@ class Emitters:
         parent = self.parent(emitter)
         if parent is not None:
             try:
-                return parent.call(target, args, cwd=cwd, timeout=timeout)
+                return parent.call(target, args, cwd=cwd, timeout=timeout, after=after)
             except warm.WarmError as e:
                 self._fall_back(emitter, e)
         return self.run(emitter, self._fresh_call(target, args), timeout, cwd)
@@ -404,7 +437,9 @@ class Emitters:
         ``executorch`` folder would come before the overlay)."""
         module, _, function = target.partition(":")
         code = _FRESH_CALL.format(
-            preload=list(self._preload), module=module, function=function
+            preload=[name for name in self._preload if ":" not in name],
+            module=module,
+            function=function,
         )
         return ["-c", code, *args]
 
@@ -425,12 +460,16 @@ class Emitters:
         # else the exception that ended its imports (the last line).
         lines = str(error).strip().splitlines() or ["unknown"]
         reason = lines[0] if lines[0].startswith("the warm parent") else lines[-1]
-        print(
-            f"executorch-device-guard: the {emitter} warm parent failed "
-            f"({reason}); using a fresh interpreter per run",
-            file=sys.stderr,
-            flush=True,
+        note = (
+            f"the {emitter} warm parent failed ({reason}); using a fresh "
+            "interpreter per run"
         )
+        self.notes.append(note)
+        if "forking it is not safe" not in reason:
+            # A broken environment (an import that fails), which the
+            # exports will meet too. A parent with threads is no mistake of
+            # the user's: the same results, slower; --verbose says why.
+            print(f"executorch-device-guard: {note}", file=sys.stderr, flush=True)
         parent.close()
 
     def export(
@@ -459,14 +498,11 @@ class Emitters:
         if threads:
             args += ["--threads", str(threads)]
         try:
-            if device == "cuda" or flow == "cuda-partitioner":
-                # CUDA must not be initialised in a process that forks: fresh.
-                target = "executorch_device_guard.child:main"
-                proc = self.run(emitter, self._fresh_call(target, args), timeout)
-            else:
-                proc = self.call(
-                    emitter, "executorch_device_guard.child:main", args, timeout
-                )
+            # A real CUDA row too: the warm parent never starts CUDA (warm.py),
+            # its child does.
+            proc = self.call(
+                emitter, "executorch_device_guard.child:main", args, timeout
+            )
         except subprocess.TimeoutExpired as e:
             stderr = (
                 e.stderr.decode(errors="replace")
@@ -518,6 +554,7 @@ class Emitters:
             tool_error=tool_error,
             stage=found.stage,
             step=found.step,
+            constants=found.constants,
         )
 
     def abort(self) -> None:

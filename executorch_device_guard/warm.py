@@ -18,11 +18,18 @@ its exit status comes back as a ``subprocess.CompletedProcess`` whose
 ``returncode`` is negative for a signal, as ``subprocess`` reports it.
 
 The parent refuses to fork while it has more than one thread (a fork from a
-threaded parent can deadlock the child); it starts with
-``OPENBLAS_NUM_THREADS=1`` so that NumPy's BLAS starts no thread pool.
-Callers fall back to fresh processes where :func:`available` is False
-(Windows) or a case needs a process of its own (real CUDA: CUDA must never be
-initialised in a parent that forks).
+threaded parent can deadlock the child), and says which preload step
+started one. It starts with ``OPENBLAS_NUM_THREADS=1``, so that NumPy's BLAS
+starts no thread pool, and ``PYTORCH_NVML_BASED_CUDA_CHECK=1``, so that
+``torch.cuda.is_available()``, which imported modules call (torchao,
+``torch._inductor``), asks NVML instead of initialising CUDA: CUDA's start
+leaves driver threads behind, and must never happen in a parent that forks.
+A child may start CUDA itself. Callers fall back to fresh processes where
+:func:`available` is False (Windows) or the parent refuses.
+
+A preload entry ``module:function`` imports the module and calls the
+function once, before the parent forks (warmup.py: work every child would
+repeat).
 
 The parent runs in a session of its own, and its children in its process
 group: a terminal's Ctrl-C reaches the client alone, which ends the parent
@@ -31,13 +38,16 @@ and every child at once with :meth:`WarmParent.kill`.
 Wire protocol (JSON lines on the parent's stdin and stdout):
   parent -> client  {"ready": true, "threads": N} or {"ready": false, "error": ...}
   client -> parent  {"id": 1, "argv": [...] | "call": "pkg.mod:func", "args": [...],
-                     "cwd": ..., "stdout": path, "stderr": path}
+                     "cwd": ..., "stdout": path, "stderr": path, "after": step?}
+                    (with "after", sent before "ready": forked once that
+                    preload step is done)
   parent -> client  {"id": 1, "pid": PID}, then {"id": 1, "returncode": N}
                     or {"id": 1, "error": ...} when it could not fork
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -50,7 +60,7 @@ import tempfile
 import threading
 import traceback
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence
 
 # Interpreter options the warm runner accepts and ignores: faulthandler is
 # always on in its children.
@@ -93,17 +103,21 @@ def serve(preload: Sequence[str]) -> None:
     os.dup2(devnull, 0)
     os.dup2(2, 1)
     os.close(devnull)
+    server = _Server(proto_in, proto_out)
     try:
-        import importlib
-
+        # A request that names a preload step ("after") is forked as soon
+        # as that step is done; a child ending meanwhile is reaped at once.
+        signal.signal(signal.SIGCHLD, lambda *_: server.reap())
+        server.read(block=False)
         for name in preload:
-            try:
-                importlib.import_module(name.rstrip("?"))
-            except ImportError:
-                if not name.endswith("?"):
-                    raise
+            _preload(name)
+            server.done.add(name.rstrip("?"))
+            if server.threaded is None and _native_threads() > 1:
+                server.threaded = name.rstrip("?")
+            server.read(block=False)
     except BaseException:
         _send(proto_out, {"ready": False, "error": traceback.format_exc()})
+        server.kill_children()
         return
     sys.stdout.flush()
     sys.stderr.flush()
@@ -111,55 +125,130 @@ def serve(preload: Sequence[str]) -> None:
 
     # Objects that exist now are never collected in a child: fewer pages to copy.
     gc.freeze()
-    _send(proto_out, {"ready": True, "threads": _native_threads()})
+    server.ready = True
+    with server.signals_held():
+        _send(proto_out, {"ready": True, "threads": _native_threads()})
+    server.loop()
 
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.set_wakeup_fd(wake_w)
-    children: Dict[int, int] = {}  # pid -> request id
-    selector = selectors.DefaultSelector()
-    selector.register(proto_in, selectors.EVENT_READ, "request")
-    selector.register(wake_r, selectors.EVENT_READ, "child")
-    pending = b""
-    open_ = True
-    try:
-        while open_ or children:
-            for key, _ in selector.select():
-                if key.data == "child":
-                    os.read(wake_r, 4096)
-                else:
-                    chunk = os.read(proto_in, 65536)
-                    if not chunk:
-                        open_ = False
-                        selector.unregister(proto_in)
-                        for pid in children:
-                            _kill(pid)
-                    pending += chunk
-                    *lines, pending = pending.split(b"\n")
-                    for line in lines:
-                        request = json.loads(line)
-                        threads = _native_threads()
-                        if threads > 1:
-                            error = f"the warm parent has {threads} threads; "
-                            error += "forking it is not safe"
-                            _send(proto_out, {"id": request["id"], "error": error})
-                            continue
-                        sys.stdout.flush()
-                        sys.stderr.flush()
-                        pid = os.fork()
-                        if pid == 0:
-                            fds = (proto_in, proto_out, wake_r, wake_w)
-                            _child(request, fds)  # never returns
-                        children[pid] = request["id"]
-                        _send(proto_out, {"id": request["id"], "pid": pid})
-            _reap(children, proto_out)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        # Whatever ended the loop, no child outlives its parent's protocol.
-        for pid in children:
+
+class _Server:
+    """The parent's side of the protocol: reads requests, forks a child per
+    request, reports each child's exit status."""
+
+    def __init__(self, proto_in: int, proto_out: int) -> None:
+        self.proto_in, self.proto_out = proto_in, proto_out
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        self.children: Dict[int, int] = {}  # pid -> request id
+        self.done: set = set()  # the preload steps done so far
+        self.ready = False
+        # The first preload step after which the parent had more than one thread.
+        self.threaded: Optional[str] = None
+        self.open = True
+        self._pending = b""
+        self._waiting: List[Dict] = []  # requests for after the preloads
+
+    @contextlib.contextmanager
+    def signals_held(self) -> Iterator[None]:
+        """No SIGCHLD handler runs inside: it would write to the protocol too."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+
+    def reap(self) -> None:
+        with self.signals_held():
+            _reap(self.children, self.proto_out)
+
+    def read(self, block: bool) -> None:
+        """Reads the requests there are (waits for some if ``block``), and
+        forks each that may run now."""
+        os.set_blocking(self.proto_in, block)
+        try:
+            chunk = os.read(self.proto_in, 65536)
+        except BlockingIOError:
+            chunk = None
+        if chunk == b"":
+            self.open = False
+            self.kill_children()
+        elif chunk:
+            self._pending += chunk
+            *lines, self._pending = self._pending.split(b"\n")
+            self._waiting += [json.loads(line) for line in lines]
+        waiting, self._waiting = self._waiting, []
+        for request in waiting:
+            if self.ready or request.get("after") in self.done:
+                self.fork(request)
+            else:
+                self._waiting.append(request)
+
+    def fork(self, request: Dict) -> None:
+        with self.signals_held():
+            threads = _native_threads()
+            if threads > 1:
+                error = f"the warm parent has {threads} threads; "
+                error += "forking it is not safe"
+                if self.threaded is not None:
+                    error += f" (started by {self.threaded})"
+                _send(self.proto_out, {"id": request["id"], "error": error})
+                return
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                fds = (self.proto_in, self.proto_out, self.wake_r, self.wake_w)
+                _child(request, fds)  # never returns
+            self.children[pid] = request["id"]
+            _send(self.proto_out, {"id": request["id"], "pid": pid})
+
+    def kill_children(self) -> None:
+        for pid in self.children:
             _kill(pid)
+
+    def loop(self) -> None:
+        """Serves until the client closes the protocol and every child ended."""
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(self.wake_w)
+        if self.open:
+            self.read(block=False)
+        selector = selectors.DefaultSelector()
+        if self.open:
+            selector.register(self.proto_in, selectors.EVENT_READ, "request")
+        selector.register(self.wake_r, selectors.EVENT_READ, "child")
+        try:
+            while self.open or self.children:
+                self.reap()
+                if not (self.open or self.children):
+                    break
+                for key, _ in selector.select():
+                    if key.data == "child":
+                        os.read(self.wake_r, 4096)
+                    else:
+                        self.read(block=True)
+                        if not self.open:
+                            selector.unregister(self.proto_in)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            # Whatever ended the loop, no child outlives its parent's protocol.
+            self.kill_children()
+
+
+def _preload(name: str) -> None:
+    """Imports ``module``, or imports it and calls ``module:function()``; a
+    name ending in '?' may be missing (ImportError)."""
+    import importlib
+
+    module, _, function = name.rstrip("?").partition(":")
+    try:
+        imported = importlib.import_module(module)
+    except ImportError:
+        if name.endswith("?"):
+            return
+        raise
+    if function:
+        getattr(imported, function)()
 
 
 def _kill(pid: int) -> None:
@@ -170,17 +259,18 @@ def _kill(pid: int) -> None:
 
 
 def _reap(children: Dict[int, int], proto_out: int) -> None:
-    while children:
+    """Reports each child that ended. Only the parent's own children are
+    waited for: a process that an imported module started is its own."""
+    for pid in list(children):
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+            done, status = os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        request_id = children.pop(pid, None)
-        if request_id is not None:
-            code = os.waitstatus_to_exitcode(status)
-            _send(proto_out, {"id": request_id, "returncode": code})
+            done, status = pid, 0
+        if done == 0:
+            continue
+        request_id = children.pop(pid)
+        code = os.waitstatus_to_exitcode(status)
+        _send(proto_out, {"id": request_id, "returncode": code})
 
 
 def _child(request: Dict, fds: Sequence[int]) -> None:
@@ -189,6 +279,7 @@ def _child(request: Dict, fds: Sequence[int]) -> None:
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
         signal.signal(signal.SIGINT, signal.default_int_handler)
         for fd in fds:
             os.close(fd)
@@ -302,6 +393,8 @@ def split_python_args(args: Sequence[str]) -> List[str]:
 @dataclasses.dataclass
 class _Pending:
     done: threading.Event
+    # Set once the child is forked (or the request failed).
+    forked: threading.Event = dataclasses.field(default_factory=threading.Event)
     pid: Optional[int] = None
     returncode: Optional[int] = None
     error: Optional[str] = None
@@ -328,6 +421,7 @@ class WarmParent:
         self._workdir = Path(tempfile.mkdtemp(prefix="warm-", dir=workdir))
         env = dict(env)
         env.setdefault("OPENBLAS_NUM_THREADS", "1")
+        env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
         self._log = open(self._workdir / "parent.log", "w+b")
         code = (
             "import sys; from executorch_device_guard.warm import serve; "
@@ -372,6 +466,7 @@ class WarmParent:
             else:
                 pending.returncode = message["returncode"]
                 pending.done.set()
+            pending.forked.set()
         # The parent is gone: nothing pending will ever finish.
         if not self._ready.is_set():
             code = self._proc.wait()
@@ -390,6 +485,7 @@ class WarmParent:
                 if not pending.done.is_set():
                     pending.error = "the warm parent exited:\n" + self.log()
                     pending.done.set()
+                    pending.forked.set()
 
     def log(self) -> str:
         """The parent's own stderr (its imports' warnings, or why it failed)."""
@@ -418,15 +514,20 @@ class WarmParent:
         args: Sequence[str] = (),
         cwd: Optional[Path] = None,
         timeout: Optional[float] = None,
+        after: Optional[str] = None,
     ) -> subprocess.CompletedProcess:
         """Calls ``pkg.module:function(list_of_args)`` in a child.
 
         Its return value, if an int, is the exit code; an exception exits 1
         with the traceback on stderr; ``SystemExit`` exits with its code.
+        With ``after`` (a preload step, e.g. "torch"), the child is forked
+        as soon as that step is done, before the other preloads.
         """
         if ":" not in target:
             raise ValueError(f"{target!r} is not 'pkg.module:function'")
         request = {"call": target, "args": list(args)}
+        if after is not None:
+            request["after"] = after
         return self._submit(request, [target, *args], cwd, timeout)
 
     def _submit(
@@ -436,7 +537,8 @@ class WarmParent:
         cwd: Optional[Path],
         timeout: Optional[float],
     ) -> subprocess.CompletedProcess:
-        self.wait_ready(READY_TIMEOUT)
+        if "after" not in request:
+            self.wait_ready(READY_TIMEOUT)
         with self._lock:
             if self._closed:
                 raise WarmError("the warm parent is closed")
@@ -460,6 +562,10 @@ class WarmParent:
                 del self._pending[request_id]
                 raise WarmError(f"the warm parent is gone: {e}\n{self.log()}") from e
         try:
+            # The timeout is the child's: an early request ("after") first
+            # waits for its preload step.
+            if not pending.forked.wait(READY_TIMEOUT):
+                raise WarmError(f"the warm parent did not fork after {READY_TIMEOUT} s")
             timed_out = not pending.done.wait(timeout)
             if timed_out and pending.pid is not None:
                 _kill(pending.pid)
@@ -492,11 +598,14 @@ class WarmParent:
             pass
 
     def close(self) -> None:
-        """Ends the parent; children still running are killed."""
+        """Ends the parent; children still running are killed, and so is a
+        parent still importing (it would finish its imports first)."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+        if not self._ready.is_set():
+            self.kill()
         try:
             assert self._proc.stdin is not None
             self._proc.stdin.close()

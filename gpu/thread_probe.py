@@ -1,8 +1,11 @@
 """What starts threads in a warm parent on a CUDA machine (issue 27).
 
+    python gpu/thread_probe.py MODULE[:FUNCTION]...
+
 Imports check's warm-parent preload list (runner.EXPORT_PRELOAD) one module at
-a time in this interpreter and prints, after each, the seconds it took and the
-process's native threads by name (/proc/self/task/*/comm); then the same for
+a time in this interpreter (and calls FUNCTION where given, as a warm parent
+does) and prints, after each, the seconds it took and the process's native
+threads by name (/proc/self/task/*/comm); then the same for
 torch.cuda.is_available() and a first CUDA tensor.
 """
 
@@ -30,32 +33,22 @@ def step(label, fn):
     print(f"{took:7.2f} s  {len(names):2d} threads  {label}  {names}", flush=True)
 
 
-def report_first_call(module, name):
-    """Prints where ``module.name`` is first called from (CUDA start-up)."""
-    import traceback
-
-    original = getattr(module, name)
-
-    def wrapper(*args, **kwargs):
-        setattr(module, name, original)
-        print(f"first call of {module.__name__}.{name} from:", flush=True)
-        traceback.print_stack(limit=12, file=sys.stdout)
-        return original(*args, **kwargs)
-
-    setattr(module, name, wrapper)
-
-
 if __name__ == "__main__":
     import importlib
 
     step("start", lambda: None)
-    step("import torch", lambda: importlib.import_module("torch"))
-    import torch
+    def preload(name):
+        module, _, function = name.partition(":")
+        try:
+            imported = importlib.import_module(module)
+        except ImportError as e:  # an optional preload ('?') this torch lacks
+            print(f"          missing: {e}")
+            return
+        if function:
+            getattr(imported, function)()
 
-    for name in ("is_available", "device_count", "_lazy_init"):
-        report_first_call(torch.cuda, name)
     for name in sys.argv[1:]:
-        step(f"import {name}", lambda name=name: importlib.import_module(name))
+        step(f"import {name}", lambda name=name: preload(name))
     import torch
 
     step("torch.cuda.is_available()", torch.cuda.is_available)

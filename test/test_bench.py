@@ -54,3 +54,28 @@ def test_bench_guard_times_the_patched_emitters_own_check() -> None:
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout == "True\n", result.stdout
+
+
+def test_bench_check_splits_the_time_and_gives_the_ratios() -> None:
+    """``bench/bench_check.py``: the import, one warm parent's preload and
+    check, side by side in one run, with check's phases and its ratio."""
+    result = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "bench_check.py"), "--rounds", "1"]
+        + ["--", "--paths", "emitter", "--devices", "cpu", "fake:cuda:0"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert re.fullmatch(
+        r"round 1 \(.*\): import \d+\.\d s \(CPU \d+\.\d s\), preload .*, "
+        r"check \d+\.\d s \(CPU \d+\.\d s\); load \d+\.\d\d -> \d+\.\d\d",
+        lines[0],
+    ), lines
+    assert re.fullmatch(
+        r"check: \d+\.\d s, CPU \d+\.\d s \(start \d+\.\d s, matrix \d+\.\d s, "
+        r"end \d+\.\d s, work \d+\.\d s\); \d+\.\d\d x import, CPU \d+\.\d\d x "
+        r"\((within|OVER) 2\.5\)",
+        lines[-1],
+    ), lines

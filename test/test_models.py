@@ -130,6 +130,61 @@ def test_each_mistake_is_one_line(user_file: Path, spec: str, message: str) -> N
     assert spec in text
 
 
+NEEDS_ARGUMENTS = """
+import torch
+from executorch.examples.models.model_base import EagerModelBase
+
+
+class Net(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.linear = torch.nn.Linear(width, 2)
+
+
+class Eager(EagerModelBase):
+    def __init__(self, width):
+        self.width = width
+
+    def get_eager_model(self):
+        return Net(self.width)
+
+    def get_example_inputs(self):
+        return (torch.ones(1, self.width),)
+
+
+def make(width):
+    return Net(width), (torch.ones(1, width),)
+"""
+
+
+@pytest.mark.parametrize(
+    "attr,call",
+    [
+        ("Net", "Net(width)"),
+        ("Eager", "Eager(width)"),
+        ("make", "make(width)"),
+    ],
+)
+def test_a_model_that_needs_arguments_is_told_with_the_forms(
+    tmp_path: Path, attr: str, call: str
+) -> None:
+    """A class or function that cannot be called without arguments: the
+    line says what it needs and lists the forms check accepts, as for a
+    module without example inputs."""
+    path = tmp_path / "needs_arguments.py"
+    path.write_text(NEEDS_ARGUMENTS)
+    spec = f"{path}:{attr}"
+    with pytest.raises(ModelSpecError) as error:
+        models.load_model(spec)
+    text = str(error.value)
+    assert "\n" not in text
+    assert text.startswith(
+        f"--model {spec}: {call} needs an argument, and check calls it "
+        "without any; give "
+    ), text
+    assert models.FORMS in text, text
+
+
 PAIRS = """
 import torch
 

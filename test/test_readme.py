@@ -30,7 +30,7 @@ PAGES = [README] + [
 DOCS = sorted((REPO / "docs").rglob("*.md"))
 QUICK_START = [
     "bash scripts/setup.sh && .venv/bin/executorch-device-guard check   # set up "
-    "(a few minutes), then check the issue's model (about 34 s)",
+    "(a few minutes), then check the issue's model (about 30 s)",
     "bash scripts/setup.sh && .venv/bin/python -m pytest                # set up, "
     "then the whole test suite (about 25 min)",
 ]

@@ -97,11 +97,59 @@ def test_a_threaded_parent_refuses_to_fork(tmp_path: Path) -> None:
         "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
     )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]))
-    with warm.WarmParent(env, ["starts_a_thread"], tmp_path) as p:
+    with warm.WarmParent(env, ["json", "starts_a_thread", "csv"], tmp_path) as p:
         with pytest.raises(
-            warm.WarmError, match="has 2 threads; forking it is not safe"
+            warm.WarmError,
+            match=r"has 2 threads; forking it is not safe \(started by starts_a_thread\)",
         ):
             p.run(["-c", "pass"])
+
+
+def test_a_parent_with_threads_falls_back_without_a_message(
+    tmp_path: Path, capsys
+) -> None:
+    """No line the user cannot act on: the same results come from fresh
+    interpreters, and ``notes`` (``check --verbose``) says why."""
+    (tmp_path / "starts_a_thread.py").write_text(
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+    )
+    preload = ["json", "starts_a_thread"]
+    with Emitters(REPO, preload=preload) as threaded:
+        env = threaded.env("stock")
+        env["PYTHONPATH"] += os.pathsep + str(tmp_path)
+        threaded.env = lambda emitter: env  # type: ignore[method-assign]
+        result = threaded.fork("stock", ["-c", "print('fresh')"])
+        assert (result.returncode, result.stdout) == (0, "fresh\n")
+        assert threaded.notes == [
+            "the stock warm parent failed (the warm parent has 2 threads; forking "
+            "it is not safe (started by starts_a_thread)); using a fresh "
+            "interpreter per run"
+        ]
+    assert capsys.readouterr().err == ""
+
+
+def test_a_child_can_be_forked_before_the_last_preload(tmp_path: Path) -> None:
+    """``after``: a child forked once that preload step is done (check's
+    model probe, once torch is imported), while the parent goes on."""
+    (tmp_path / "slow_import.py").write_text("import time\ntime.sleep(120)\n")
+    (tmp_path / "imported.py").write_text(
+        "import sys\n\n\ndef main(names):\n"
+        "    print(*(name in sys.modules for name in names))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]))
+    with warm.WarmParent(env, ["json", "slow_import"], tmp_path) as p:
+        names = ["json", "slow_import"]
+        result = p.call("imported:main", names, after="json", timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == "True False\n"
+
+
+def test_the_parent_asks_nvml_not_cuda(parent: warm.WarmParent) -> None:
+    """torch.cuda.is_available(), which imported modules call, must not
+    start CUDA (and its driver threads) in a parent that forks."""
+    code = "import os; print(os.environ.get('PYTORCH_NVML_BASED_CUDA_CHECK'))"
+    assert parent.run(["-c", code]).stdout == "1\n"
 
 
 def test_no_thread_in_the_warm_parents(emitters: Emitters) -> None:
@@ -133,11 +181,28 @@ def test_export_crash_leaves_other_cases_intact(emitters: Emitters) -> None:
     assert stock.result["files"] == patched.result["files"]
 
 
+def test_the_pattern_graphs_are_made_in_the_parent(emitters: Emitters) -> None:
+    """XNNPACK's and Vulkan's pattern graphs, which every lowering would
+    make again, are made once in the warm parent (warmup.py)."""
+    code = (
+        "from executorch.backends.xnnpack.partition.graphs import sdpa\n"
+        "from executorch.backends.vulkan.patterns.pattern_registry import "
+        "fusable_patterns\n"
+        "kept = [getattr(e.get_graphs_fn, '_device_guard_kept', False) "
+        "for e in fusable_patterns.values() if e.get_graphs_fn]\n"
+        "print(sdpa.get_graphs.cache_info().currsize, len(kept) > 0 and all(kept))\n"
+    )
+    for emitter in EMITTERS:
+        result = emitters.fork(emitter, ["-c", code])
+        assert result.stdout == "1 True\n", result.stderr
+
+
 def test_warm_and_fresh_children_give_the_same_cpu_bytes(emitters: Emitters) -> None:
-    """The bytes that check compares do not depend on the runner."""
-    flows = ["emit", "xnnpack", "bundled"]
+    """The bytes that check compares do not depend on the runner (nor on
+    the pattern graphs made in the warm parent)."""
+    flows = ["emit", "xnnpack", "vulkan", "bundled"]
     with Emitters(REPO, warm=False) as fresh:
-        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
             started = list(
                 pool.map(
                     lambda flow: fresh.export(
@@ -162,3 +227,39 @@ def test_a_failed_parent_falls_back_to_fresh_interpreters(capsys) -> None:
     note = capsys.readouterr().err
     assert "the patched warm parent failed" in note and "no_such_module_xyz" in note
     assert "using a fresh interpreter per run" in note
+
+
+def test_a_real_cuda_export_forks_from_the_warm_parent(
+    emitters: Emitters, monkeypatch
+) -> None:
+    """The warm parent never starts CUDA, so a real CUDA export is a child
+    of it too (no fresh interpreter, whose imports took 13-24 s on the
+    H200), and starts CUDA itself."""
+
+    def fresh(*args, **kwargs):
+        raise AssertionError("a fresh interpreter was started")
+
+    monkeypatch.setattr(emitters, "run", fresh)
+    outcome = emitters.export("stock", "cuda", flow="emit", timeout=120)
+    assert outcome.result is not None, outcome.stderr
+    if not torch_cuda_available():
+        assert outcome.result["outcome"] == "tool-error", outcome.result
+        assert "moving the model and its inputs to cuda" in outcome.result["message"]
+
+
+def torch_cuda_available() -> bool:
+    code = "import torch; print(torch.cuda.is_available())"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True
+    )
+    return result.stdout.strip() == "True"
+
+
+def test_the_pattern_graphs_are_made_only_for_the_paths_that_match_them() -> None:
+    """check --paths emitter bundled: no lowering, no pattern graphs to make."""
+    from executorch_device_guard.runner import EXPORT_PRELOAD, WARM_UP, export_preload
+
+    assert export_preload(None) == EXPORT_PRELOAD
+    assert export_preload(["emitter", "vulkan"]) == EXPORT_PRELOAD
+    lean = export_preload(["emitter", "bundled"])
+    assert WARM_UP not in lean and len(lean) == len(EXPORT_PRELOAD) - 1
