@@ -24,7 +24,9 @@ starts no thread pool, and ``PYTORCH_NVML_BASED_CUDA_CHECK=1``, so that
 ``torch.cuda.is_available()``, which imported modules call (torchao,
 ``torch._inductor``), asks NVML instead of initialising CUDA: CUDA's start
 leaves driver threads behind, and must never happen in a parent that forks.
-A child may start CUDA itself. Callers fall back to fresh processes where
+A child may start CUDA itself. ``JE_ARROW_MALLOC_CONF=background_thread:false``
+keeps pyarrow's jemalloc, which pandas loads where pyarrow is installed (the
+bundled program imports pandas), from starting its background thread. Callers fall back to fresh processes where
 :func:`available` is False (Windows) or the parent refuses.
 
 A preload entry ``module:function`` imports the module and calls the
@@ -422,6 +424,7 @@ class WarmParent:
         env = dict(env)
         env.setdefault("OPENBLAS_NUM_THREADS", "1")
         env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+        env.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")
         self._log = open(self._workdir / "parent.log", "w+b")
         code = (
             "import sys; from executorch_device_guard.warm import serve; "

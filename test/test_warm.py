@@ -147,9 +147,13 @@ def test_a_child_can_be_forked_before_the_last_preload(tmp_path: Path) -> None:
 
 def test_the_parent_asks_nvml_not_cuda(parent: warm.WarmParent) -> None:
     """torch.cuda.is_available(), which imported modules call, must not
-    start CUDA (and its driver threads) in a parent that forks."""
-    code = "import os; print(os.environ.get('PYTORCH_NVML_BASED_CUDA_CHECK'))"
-    assert parent.run(["-c", code]).stdout == "1\n"
+    start CUDA (and its driver threads) in a parent that forks; nor may
+    pyarrow's jemalloc start its background thread (seen on the H200)."""
+    code = (
+        "import os; print(os.environ.get('PYTORCH_NVML_BASED_CUDA_CHECK'), "
+        "os.environ.get('JE_ARROW_MALLOC_CONF'))"
+    )
+    assert parent.run(["-c", code]).stdout == "1 background_thread:false\n"
 
 
 def test_no_thread_in_the_warm_parents(emitters: Emitters) -> None:
