@@ -32,8 +32,8 @@ class TestVulkanDeviceConstants(unittest.TestCase):
         get_param_tensor = VkGraphBuilder.get_param_tensor
 
         def fetch_on_cuda(builder, node):
-            # Lowering works on a copy of the program in host memory, so the
-            # weight is put on the device where the delegate fetches it.
+            # on_device() tensors do not survive lowering, whose verifier wants
+            # Parameters: the weight goes on the device where the delegate fetches it.
             weight = on_device(get_param_tensor(builder, node), "cuda:0")
             self.assertEqual(str(weight.device), "cuda:0")
             return weight

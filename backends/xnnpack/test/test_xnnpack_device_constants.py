@@ -32,8 +32,8 @@ class TestXnnpackDeviceConstants(unittest.TestCase):
         program = export(LinearReLU().eval(), (torch.ones(2, 4),), strict=True)
 
         def fetch_on_cuda(exported_program, node):
-            # Lowering works on a copy of the program in host memory, so the
-            # weight is put on the device where XNNPACK fetches it.
+            # on_device() tensors do not survive lowering, whose verifier wants
+            # Parameters: the weight goes on the device where XNNPACK fetches it.
             weight = on_device(get_param_tensor(exported_program, node), "cuda:0")
             self.assertEqual(str(weight.device), "cuda:0")
             return weight
