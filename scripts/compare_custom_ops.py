@@ -78,18 +78,22 @@ def installed_executorch() -> Path:
 
 
 TIMEOUT = 1800  # seconds per process; --timeout
+DEADLINE = float("inf")  # time.monotonic() after which nothing starts; --deadline
+NOT_RUN = "not run: past the deadline"
 
 
 def run(cmd: List[str], env: Dict[str, str], cwd: Path):
-    timeout = TIMEOUT
     start = time.monotonic()
+    timeout = min(TIMEOUT, DEADLINE - start)
+    if timeout < 1:
+        return None, "", NOT_RUN, 0
     try:
         proc = subprocess.run(
             cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
         )
         code, out, err = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as e:
-        code, out, err = 124, str(e.stdout or ""), f"timeout after {timeout} s"
+        code, out, err = 124, str(e.stdout or ""), f"timeout after {timeout:.0f} s"
     return code, out, err, round(time.monotonic() - start, 1)
 
 
@@ -122,6 +126,8 @@ def outcomes(text: str) -> Dict[str, str]:
 
 
 def counts(result: Dict) -> str:
+    if result["exit"] is None:
+        return "not run"
     if result["exit"] not in (0, 1):
         return f"exit {result['exit']}"
     tally: Dict[str, int] = {}
@@ -163,6 +169,9 @@ def probe(
         cmd = [sys.executable, "-X", "faulthandler", str(PROBE), "many", device]
         code, out, err, _ = run(cmd + remaining, env, site)
         transcript.append(f"$ probe many {device} ...\n(exit {code})\n{out}{err}")
+        if code is None:
+            results.update({case: NOT_RUN for case in remaining})
+            break
         started = None
         for line in out.splitlines():
             if line.startswith("START "):
@@ -171,7 +180,9 @@ def probe(
                 case, verdict = line[len("RESULT ") :].split(" ", 1)
                 results[case] = verdict
                 started = None
-        if started is not None:
+        if started is not None and code == 124:
+            results[started] = f"TIMEOUT {err}"
+        elif started is not None:
             results[started] = (
                 f"CRASH exit {code}" if code >= 0 else f"CRASH signal {-code}"
             )
@@ -208,7 +219,7 @@ def short(verdict: str) -> str:
 
 
 def main() -> int:
-    global TIMEOUT
+    global TIMEOUT, DEADLINE
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("build", type=Path)
     parser.add_argument("out", type=Path)
@@ -216,9 +227,14 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--timeout", type=int, default=TIMEOUT, help="per process")
+    parser.add_argument(
+        "--deadline", type=int, help="seconds after which no process starts"
+    )
     args = parser.parse_args()
     start = time.monotonic()
     TIMEOUT = args.timeout
+    if args.deadline:
+        DEADLINE = start + args.deadline
 
     import torch  # only for its version: everything else runs in children
 
@@ -259,26 +275,57 @@ def main() -> int:
     )
     ops = listed.stdout.split()
     devices = ["cpu", "meta", "fake", *([args.device] if args.device else [])]
+
+    def probes(device: str) -> List[Tuple]:
+        cases = list(ops)
+        if device == "cpu":
+            cases += ["llama", "export-llama"]
+        elif device == args.device:
+            cases += ["llama"]
+        # Where stock crashes at every call, a process per call.
+        chunks = [[c] for c in cases] if device == args.device else [cases]
+        return [
+            (
+                ("probe", name, device, i),
+                probe,
+                (
+                    sites[name],
+                    device,
+                    chunk,
+                    envs[name],
+                    logs[name] / f"probe-{device}-{i}.txt",
+                ),
+            )
+            for name in builds
+            for i, chunk in enumerate(chunks)
+        ]
+
+    def tests(group: List[str]) -> List[Tuple]:
+        return [
+            (
+                ("pytest", name, module),
+                pytest_module,
+                (sites[name], module, envs[name], logs[name]),
+            )
+            for module in group
+            for name in builds
+        ]
+
+    # What matters most first, should the deadline come: the device's calls,
+    # the commit's test, CPU outputs, the ops' own tests, then the rest.
+    work = [
+        *(probes(args.device) if args.device else []),
+        *tests([NEW_TEST]),
+        *probes("cpu"),
+        *tests(OWN_TESTS),
+        *probes("meta"),
+        *probes("fake"),
+        *tests(modules[1 + len(OWN_TESTS) :]),
+    ]
     jobs: Dict[Tuple, concurrent.futures.Future] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for name in builds:
-            for device in devices:
-                cases = list(ops)
-                if device == "cpu":
-                    cases += ["llama", "export-llama"]
-                elif device == args.device:
-                    cases += ["llama"]
-                # Where stock crashes at every call, a process per call.
-                chunks = [[c] for c in cases] if device == args.device else [cases]
-                for i, chunk in enumerate(chunks):
-                    log = logs[name] / f"probe-{device}{f'-{i}' if i else ''}.txt"
-                    jobs[("probe", name, device, i)] = pool.submit(
-                        probe, sites[name], device, chunk, envs[name], log
-                    )
-            for module in modules:
-                jobs[("pytest", name, module)] = pool.submit(
-                    pytest_module, sites[name], module, envs[name], logs[name]
-                )
+        for key, function, arguments in work:
+            jobs[key] = pool.submit(function, *arguments)
         results = {key: future.result() for key, future in jobs.items()}
     shutil.rmtree(top)
     for key in [k for k in results if k[0] == "probe"]:
@@ -407,7 +454,13 @@ def render(summary: Dict, device: Optional[str]) -> Tuple[str, Dict[str, bool]]:
             refused &= verdicts["changed"].startswith(
                 "ERROR NotImplementedError: Could not run "
             )
+    complete = all(r["exit"] not in (None, 124) for r in tests.values()) and all(
+        v != NOT_RUN and not v.startswith("TIMEOUT")
+        for calls in summary["calls"].values()
+        for v in calls.values()
+    )
     verdict = {
+        "everything_ran": complete,
         "new_test_fails_on_stock_passes_changed": new_ok,
         "other_tests_same_stock_and_changed": same_tests,
         "cpu_results_same": same_cpu,
