@@ -93,6 +93,8 @@ PROBES = {
         "get_serialized_data",
         "backends/apple/mps",
     ),
+    # A C++ kernel's read: the innermost Python frame is torch's op call.
+    "custom_op_update_cache": ("torch/_ops.py", "__call__", "extension/llm/custom_ops"),
 }
 CLEAR = re.compile(
     r"^\S*(InternalError|RuntimeError|ValueError): .*is on device cuda:0, but ", re.M
@@ -157,12 +159,16 @@ def tree_state(site: Path) -> Dict[str, str]:
 
 
 def crash_site(stderr: str, site: Path) -> Optional[Tuple[str, int, str]]:
-    """The innermost ExecuTorch frame of a faulthandler traceback."""
+    """The innermost ExecuTorch frame of a faulthandler traceback, or torch's
+    op call where a C++ kernel crashed under it."""
     thread = stderr.split("Current thread", 1)[-1]
     for line in thread.splitlines():
         m = re.search(r'File "(.*?/executorch/(.*?))", line (\d+) in (\w+)', line)
         if m:
             return m.group(2), int(m.group(3)), m.group(4)
+        m = re.search(r'File ".*?/(torch/_ops\.py)", line (\d+) in (__call__)', line)
+        if m:
+            return m.group(1), int(m.group(2)), m.group(3)
     return None
 
 
@@ -300,7 +306,8 @@ def release(
             where = crash_site(stock.stderr, site)
             source = ""
             if where:
-                lines = (site / "executorch" / where[0]).read_text().splitlines()
+                package = site if where[0].startswith("torch/") else site / "executorch"
+                lines = (package / where[0]).read_text().splitlines()
                 source = lines[where[1] - 1].strip()
             crashed = (
                 stock.returncode == -11

@@ -15,7 +15,10 @@ patched with patches/ applied. The installation itself is never touched.
   unguarded read does not crash) and the run exits 1 without a fatal error;
   patched, every case passes. Each case first checks its premise, that the
   tensor it hands over reports the device: a stand-in that lost its device
-  makes the case fail, never pass.
+  makes the case fail, never pass. The tests of a commit that edits C++ pass
+  only against a library built from it (scripts/build_custom_ops.sh, whose
+  runs docs/custom-ops-build.md records): here they run on stock, where each
+  of their device cases fails as a test.
 - test/crash_probes.py reaches each guarded read with data in no-access memory,
   as a GPU's is from the host: on stock the process dies with SIGSEGV at that
   read; patched, it exits 1 with an error naming the device.
@@ -42,8 +45,20 @@ from executorch_device_guard.series_files import (
 )
 
 NEW_FILES = [f for entry in read_series(REPO) for f in entry.new_files]
+# The new test modules of the commits that edit C++: they need its build.
+BUILD_MODULES = [
+    rel
+    for entry in read_series(REPO)
+    if any(p.path.endswith((".cpp", ".h")) for p in entry.file_patches)
+    for rel in entry.new_files
+    if rel.endswith(".py")
+]
 # The series' test modules, new and edited, that run on CPU here.
-MODULES = series_test_modules(REPO, executorch_root())
+MODULES = [
+    rel
+    for rel in series_test_modules(REPO, executorch_root())
+    if rel not in BUILD_MODULES
+]
 # The series' CUDA tests, in upstream's GPU test folder. They need a GPU, and
 # on stock kill their process, as the issue's reproducer does: gpu/ runs them
 # there. Here their modules are only laid out and linted.
@@ -78,9 +93,7 @@ VULKAN = (
     "backends/vulkan/test/test_vulkan_device_constants.py::"
     "TestVulkanDeviceConstants::"
 )
-CUSTOM_OPS = (
-    "extension/llm/custom_ops/test_device_tensors.py::CustomOpsDeviceTensorsTest::"
-)
+CUSTOM_OPS = "extension/llm/custom_ops/test_device_tensors.py::DeviceTensorsTest::"
 PROPAGATE = "exir/tests/test_propagate_device_pass.py::TestPropagateDevicePass::"
 COPY_OF_CONSTANT = {
     PROPAGATE + "test_e2e_copy_of_constant_is_planned",
@@ -95,8 +108,6 @@ DEVICE_CASES = {
     XNNPACK + "test_model_on_meta_raises",
     VULKAN + "test_weight_on_cuda_raises",
     VULKAN + "test_model_on_meta_raises",
-    CUSTOM_OPS + "test_every_op_of_the_library_has_a_cuda_kernel",
-    CUSTOM_OPS + "test_tensor_on_device_raises",
 }
 STOCK_FAILURES = DEVICE_CASES | COPY_OF_CONSTANT
 # The cases whose device is the tests' stand-in for accelerator memory (the
@@ -109,20 +120,19 @@ STAND_IN_CASES = {
     BUNDLE + "test_bundle_tensors_on_device",
     XNNPACK + "test_weight_on_cuda_raises",
     VULKAN + "test_weight_on_cuda_raises",
-    CUSTOM_OPS + "test_tensor_on_device_raises",
 }
-# Needs a GPU: skipped here; and test_emit.py's own skips, stock and patched.
-GPU_CASES = {CUSTOM_OPS + "test_cuda_tensor_raises"}
-SKIPPED = GPU_CASES | {EMIT + "test_nested_return", EMIT + "test_emit_multiple_out"}
+# test_emit.py's own skips, stock and patched.
+SKIPPED = {EMIT + "test_nested_return", EMIT + "test_emit_multiple_out"}
+# The cases of BUILD_MODULES: stock fails the first; the second needs a GPU.
+BUILD_STOCK_FAILURES = {CUSTOM_OPS + "test_tensor_dispatched_as_cuda"}
+GPU_CASES = {CUSTOM_OPS + "test_cuda_tensor"}
 # What stock does where a case expects the guard: nothing at all, the bare
-# error of the unguarded read, custom ops without a CUDA kernel, or, for the
-# device copy of a constant, the emitter's look for data it does not have, no
+# error of the unguarded read, or, for the device copy of a constant, the emitter's look for data it does not have, no
 # copy under skip_h2d_for_method_inputs (an error for a constant with two
 # users).
 STOCK_OUTCOMES = (
     r"AssertionError: \w+Error not raised",
     r"(ValueError: |Failed with error: )NULL pointer access",
-    r"AssertionError: Lists differ: \['llama::",
     r"AttributeError: 'NoneType' object has no attribute 'nbytes'",
     r"ValueError: not enough values to unpack \(expected 1, got 0\)",
     r"RuntimeError: skip_h2d_for_method_inputs=True requires placeholder 'p_weight' ",
@@ -146,8 +156,6 @@ CRASH_SITES = {
         r'backends/vulkan/serialization/vulkan_graph_builder\.py", line 174 in '
         r"maybe_add_constant_tensor"
     ),
-    # A C++ kernel's read: the innermost Python frame is the op's call.
-    "custom_op_update_cache": r'torch/_ops\.py", line \d+ in __call__',
 }
 # The probes whose read, patched, is of a host copy, which succeeds.
 COPIED = {"bundled_expected_output"}
@@ -183,6 +191,7 @@ def runs(
     args = ["-m", "pytest", "-v", "-p", "no:cacheprovider", *MODULES]
     jobs = {(e, "upstream"): args for e in ("stock", "patched")}
     jobs[("patched", "lost device")] = ["-m", "pytest", "-p", "lost_device", *args[2:]]
+    jobs[("stock", "build")] = [*args[:5], *BUILD_MODULES]
     return _run_all(emitters.run, jobs, upstream_tree)
 
 
@@ -212,8 +221,8 @@ def test_upstream_tests_are_the_series_tests(upstream_tree) -> None:
         "exir/tests/test_propagate_device_pass.py",
         "backends/xnnpack/test/test_xnnpack_device_constants.py",
         "backends/vulkan/test/test_vulkan_device_constants.py",
-        "extension/llm/custom_ops/test_device_tensors.py",
     ]
+    assert BUILD_MODULES == ["extension/llm/custom_ops/test_device_tensors.py"]
     assert GPU_MODULES == [
         "backends/cuda/tests/test_cuda_export.py",
         "backends/cuda/tests/test_cuda_bundled_program.py",
@@ -222,7 +231,7 @@ def test_upstream_tests_are_the_series_tests(upstream_tree) -> None:
         p.relative_to(upstream_tree).as_posix()
         for p in upstream_tree.rglob("test_*.py")
     }
-    assert modules == {*MODULES, *GPU_MODULES}
+    assert modules == {*MODULES, *BUILD_MODULES, *GPU_MODULES}
     cuda_export = (upstream_tree / GPU_MODULES[0]).read_text()
     assert "def test_export_without_partitioner_raises(self):" in cuda_export
     assert "def test_export_with_partitioner_from_cuda(self):" in cuda_export
@@ -238,6 +247,22 @@ def test_stock_fails_every_device_case_as_a_test(runs) -> None:
     assert {node for node, o in stock.items() if o == "SKIPPED"} == SKIPPED
     others = {o for n, o in stock.items() if n not in STOCK_FAILURES | SKIPPED}
     assert others == {"PASSED"}
+
+
+def test_stock_fails_the_build_modules_device_cases_as_tests(runs) -> None:
+    """The C++ commit's test on the released library, which registers its
+    kernels for every device: it fails at the check that no kernel would run
+    for CUDA, which names the library's ops, before any call."""
+    run = runs[("stock", "build")]
+    output = run.stdout + run.stderr
+    assert "Fatal Python error" not in output
+    assert run.returncode == 1, output
+    stock = pytest_outcomes(run.stdout)
+    assert {node for node, o in stock.items() if o == "FAILED"} == (
+        BUILD_STOCK_FAILURES
+    )
+    assert {node for node, o in stock.items() if o == "SKIPPED"} == GPU_CASES
+    assert re.search(r"AssertionError: Lists differ: \['llama::\w+', ", run.stdout)
 
 
 def test_stock_fails_for_want_of_the_guard(runs) -> None:
@@ -269,7 +294,7 @@ def test_patched_passes_every_case(runs) -> None:
 def test_a_stand_in_that_lost_its_device_fails_every_case_it_serves(runs) -> None:
     run = runs[("patched", "lost device")]
     outcome = pytest_outcomes(run.stdout)
-    assert len(STAND_IN_CASES) == 7
+    assert len(STAND_IN_CASES) == 6
     for node in outcome:
         expected = "FAILED" if node in STAND_IN_CASES else "PASSED"
         expected = "SKIPPED" if node in SKIPPED else expected

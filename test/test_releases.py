@@ -18,14 +18,15 @@ read. The wheels are kept in ``.releases/`` between runs.
   pins (a CUDA build of several GB): the exports on 1.0.0 are in
   scripts/release_matrix.py's record (docs/releases.md).
 - 1.4.1, the newest release that ships the MPS backend, pins torch>=2.13.0a0:
-  the environment's torch 2.13.0 is that. The MPS and runtime-input
-  backports' tests fail as tests on stock and pass patched; the MPS crash
-  probe dies with SIGSEGV at the read on stock and raises the clear error
-  patched.
+  the environment's torch 2.13.0 is that. The MPS, runtime-input and
+  custom-ops backports' tests fail as tests on stock and pass patched; the MPS
+  and custom-op crash probes die with SIGSEGV at the read on stock and raise
+  the clear error patched.
 
 1.5.1 is the environment's own release (the other tests); here it is also
 checked that a target its RECORD does not list is not shipped when it is not
-there, and refused when it is.
+there, and refused when it is; and the custom-ops backport's test and crash
+probe run on it as on 1.4.1.
 """
 
 import hashlib
@@ -36,11 +37,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Optional
 
 import pytest
 
 from conftest import REPO
+from executorch_device_guard.installed import executorch_root
 from sites import cli, FAULT, make_site, one_line_error, snapshot
 
 WHEELS = REPO / ".releases"  # not .whl/, which gpu/ installs whole
@@ -52,10 +54,10 @@ FORMS_1_0_0 = {
     "devtools/bundled_program/core.py": "upstream",
     "backends/xnnpack/operators/node_visitor.py": "upstream",
     VULKAN: "v1.0.0-v1.1.0",
-    "extension/llm/custom_ops/custom_ops.py": "upstream",
-    "extension/llm/custom_ops/op_tile_crop_aot.py": "upstream",
     MPS: "backport",
     RUNTIME: "backport",
+    "extension/llm/custom_ops/custom_ops.py": "backport",
+    "extension/llm/custom_ops/op_tile_crop_aot.py": "backport",
 }
 
 
@@ -255,12 +257,15 @@ def test_1_5_1_deleted_file_that_record_lists_is_refused(tmp_path: Path) -> None
     assert snapshot(tmp_path) == before
 
 
-def _backport_test(name: str, site: Path, tmp_path: Path, patched: bool):
+def _backport_test(name: str, site: Optional[Path], tmp_path: Path, patched: bool):
+    """The backport's test on the release in ``site``, or with None on the
+    environment's own."""
     test = REPO / "test" / "backports" / name
     cmd = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", str(test)]
     if patched:
         cmd = [sys.executable, "-m", "executorch_device_guard", "run", "--", *cmd]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
+    path = [str(site), str(REPO)] if site is not None else [str(REPO)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
     return subprocess.run(
         cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900
     )
@@ -340,4 +345,61 @@ def test_1_4_1_mps_read_crashes_stock_and_raises_patched(
         "RuntimeError: Constant tensor data for '0.weight' is on device cuda:0, "
         "but the MPS delegate serializes constant data from CPU memory. Move the "
         "model to CPU before lowering it to MPS.\n"
+    ) in patched.stderr
+
+
+@pytest.fixture(params=["1.4.1", "1.5.1"])
+def custom_ops_release(request, tmp_path_factory) -> Optional[Path]:
+    """1.4.1's folder, or None for the environment's own 1.5.1."""
+    if request.param == "1.5.1":
+        return None
+    return request.getfixturevalue("v1_4_1")
+
+
+def test_custom_ops_test_fails_as_a_test_on_stock_and_passes_patched(
+    custom_ops_release: Optional[Path], tmp_path: Path
+) -> None:
+    site = custom_ops_release
+    root = (site or executorch_root().parent) / "executorch"
+    before = hashes(root)
+    name = "custom_ops_device_tensors.py"
+    stock = _backport_test(name, site, tmp_path, patched=False)
+    assert "Fatal Python error" not in stock.stdout + stock.stderr
+    assert stock.returncode == 1, stock.stdout + stock.stderr
+    outcomes = dict(re.findall(r"::(\w+) (PASSED|FAILED|SKIPPED)", stock.stdout))
+    assert outcomes == {
+        "test_cpu_tensors_run": "PASSED",
+        "test_cuda_tensor_raises": "SKIPPED",
+        "test_tensor_on_device_raises": "FAILED",
+    }
+    assert "AssertionError: RuntimeError not raised" in stock.stdout
+    patched = _backport_test(name, site, tmp_path, patched=True)
+    assert patched.returncode == 0, patched.stdout + patched.stderr
+    assert patched.stdout.count(" PASSED") == 2
+    assert hashes(root) == before
+
+
+def test_custom_op_read_crashes_stock_and_raises_patched(
+    custom_ops_release: Optional[Path], tmp_path: Path
+) -> None:
+    site = custom_ops_release or tmp_path / "no-release"
+    cmd = [
+        "-X",
+        "faulthandler",
+        str(REPO / "test" / "crash_probes.py"),
+        "custom_op_update_cache",
+    ]
+    stock = cli(site, *cmd, module=False, cwd=tmp_path, timeout=900)
+    assert stock.returncode == -signal.SIGSEGV, stock.stderr
+    innermost = stock.stderr.split("Current thread", 1)[1]
+    # A C++ kernel's read: the innermost Python frame is the op's call.
+    assert re.search(
+        r'torch/_ops\.py", line \d+ in __call__', innermost.splitlines()[1]
+    ), innermost
+    patched = cli(site, "run", "--", sys.executable, *cmd, cwd=tmp_path, timeout=900)
+    assert patched.returncode == 1, patched.stderr
+    assert (
+        "RuntimeError: llama::update_cache: argument 'value' is on device cuda:0, "
+        "but this op runs on CPU only. Run the model on CPU, or leave the custom op "
+        "source transforms off to run it on cuda.\n"
     ) in patched.stderr
