@@ -13,7 +13,7 @@
 # both tables, swin_t's log with its constants, both thread probes).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out="${OUT:-gpu-out}"
+dest="${OUT:-gpu-out}"  # gpu/install.sh sets $out
 work=/tmp/h200-check
 rm -rf "$work" && mkdir -p "$work"
 ET=1.5.1 OUT="$work" source gpu/install.sh || exit
@@ -48,8 +48,8 @@ timed default 120
 timed swin-t 290 --model gpu/swin_t.py:make --timeout 240 --verbose
 grep -c "warm parent" "$work/default-log.txt" "$work/swin-t-log.txt" |
     sed 's/^/lines about warm parents: /' >>"$summary"
-mkdir -p "$out"
-tar czf "$out/h200-check.tgz" -C "$work" .
+mkdir -p "$dest"
+tar czf "$dest/h200-check.tgz" -C "$work" .
 cp "$summary" "$work/default.txt" "$work/swin-t.txt" "$work/swin-t-log.txt" \
-    "$work/threads-plain.txt" "$work/threads-warm.txt" "$out/"
+    "$work/threads-plain.txt" "$work/threads-warm.txt" "$dest/"
 cat "$summary" "$work/default.txt" "$work/swin-t.txt"
