@@ -38,7 +38,7 @@ from executorch_device_guard.series_files import (  # noqa: E402
 )
 
 # The series' test modules that run on CPU and whose backend the installed
-# release ships.
+# release ships; a C++ commit's need its build (docs/custom-ops-build.md).
 MODULES = series_test_modules(REPO, executorch_root())
 
 

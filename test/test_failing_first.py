@@ -38,6 +38,7 @@ from executorch_device_guard.installed import executorch_root
 from executorch_device_guard.patchset import read_series
 from executorch_device_guard.runner import Emitters
 from executorch_device_guard.series_files import (
+    build_test_modules,
     pytest_outcomes,
     series_test_modules,
     upstream_tests,
@@ -46,19 +47,9 @@ from executorch_device_guard.series_files import (
 
 NEW_FILES = [f for entry in read_series(REPO) for f in entry.new_files]
 # The new test modules of the commits that edit C++: they need its build.
-BUILD_MODULES = [
-    rel
-    for entry in read_series(REPO)
-    if any(p.path.endswith((".cpp", ".h")) for p in entry.file_patches)
-    for rel in entry.new_files
-    if rel.endswith(".py")
-]
+BUILD_MODULES = build_test_modules(REPO)
 # The series' test modules, new and edited, that run on CPU here.
-MODULES = [
-    rel
-    for rel in series_test_modules(REPO, executorch_root())
-    if rel not in BUILD_MODULES
-]
+MODULES = series_test_modules(REPO, executorch_root())
 # The series' CUDA tests, in upstream's GPU test folder. They need a GPU, and
 # on stock kill their process, as the issue's reproducer does: gpu/ runs them
 # there. Here their modules are only laid out and linted.
