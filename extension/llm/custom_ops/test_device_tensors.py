@@ -71,14 +71,16 @@ def _arguments(op, tensor):
     """A value for each argument without a default, every tensor made by
     ``tensor``."""
     values = {"Tensor": tensor, "int": int, "float": float, "str": str}
-    return {
-        argument.name: values[str(argument.type)]()
-        for argument in op._schema.arguments
-        if not argument.has_default_value()
-    }
+    required = [a for a in op._schema.arguments if not a.has_default_value()]
+    for argument in required:
+        if str(argument.type) not in values:
+            raise AssertionError(f"{op.name()}: no test value for {argument.type}")
+    return {a.name: values[str(a.type)]() for a in required}
 
 
 class DeviceTensorsTest(unittest.TestCase):
+    maxDiff = None  # A failure names every op that would run on CUDA.
+
     def _assert_refused(self, tensor) -> None:
         ops = _library_ops()
         self.assertIn(torch.ops.llama.custom_sdpa.default, ops)
