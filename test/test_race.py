@@ -156,9 +156,9 @@ sys.stdin.read()
 """
 
 
-def _holder(root: Path, *mode: str) -> subprocess.Popen:
+def _holder(root: Path, *mode: str, script: str = _HOLD) -> subprocess.Popen:
     helper = subprocess.Popen(
-        [sys.executable, "-c", _HOLD, str(root), *mode],
+        [sys.executable, "-c", script, str(root), *mode],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -250,6 +250,28 @@ def test_a_lock_held_by_another_process_is_named_and_waited_for_a_while(
     assert "which did not release it within 1 s. Nothing was changed." in error
     assert "another executorch-device-guard" not in result.stderr
     assert took < 30, took
+    assert snapshot(tmp_path) == before
+
+
+def test_a_holders_command_line_is_printed_without_control_characters(
+    tmp_path: Path,
+) -> None:
+    """Another user's process chooses its own command line: one that carries
+    terminal escapes (here, erase the line and print a green "Patched.")
+    is printed escaped, on the one line the error takes."""
+    site = make_site(tmp_path / "site")
+    before = snapshot(tmp_path)
+    forged = "#\x1b[2K\x1b[32mPatched.\x1b[0m\r\n" + _HOLD
+    helper = _holder(site / "executorch", script=forged)
+    try:
+        result = cli(site, "apply", "--wait", "1", timeout=60)
+    finally:
+        helper.communicate("", timeout=60)
+    assert result.returncode == 2, result.stderr
+    waiting, error = result.stderr.splitlines()
+    assert not any(c in result.stderr for c in "\x1b\r"), repr(result.stderr)
+    assert f"is locked by process {helper.pid} (" in error
+    assert "#\\x1b[2K\\x1b[32mPatched.\\x1b[0m import" in error, error
     assert snapshot(tmp_path) == before
 
 
