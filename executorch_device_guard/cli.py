@@ -512,16 +512,23 @@ def _main(args: argparse.Namespace) -> int:
         # An environment problem the handlers did not foresee: still one line.
         _error(str(e))
         return 2
+    except MemoryError:  # a `ulimit -v` too small for what it read
+        _error(f"out of memory{_whole(args)}.")
+        return 2
     except (KeyboardInterrupt, Interrupted) as e:
         signum = getattr(e, "signum", signal.SIGINT)
-        note = ""
-        if args.func in (_apply, _revert):
-            note = (
-                ": every file is whole, stock or patched; `status` shows which, "
-                "`apply` finishes, `revert` undoes"
-            )
-        _error(f"interrupted ({signal.Signals(signum).name}){note}.")
+        _error(f"interrupted ({signal.Signals(signum).name}){_whole(args)}.")
         return 128 + signum
+
+
+def _whole(args: argparse.Namespace) -> str:
+    """What a user needs to know after apply or revert stopped half-way."""
+    if args.func not in (_apply, _revert):
+        return ""
+    return (
+        ": every file is whole, stock or patched; `status` shows which, "
+        "`apply` finishes, `revert` undoes"
+    )
 
 
 def _error(message: str) -> None:

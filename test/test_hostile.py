@@ -638,6 +638,32 @@ def test_a_huge_sparse_target_is_not_read(
     assert snapshot_sizes(tmp_path) == before
 
 
+# Imports the CLI, then leaves it 16 MiB more address space than it holds.
+_SQUEEZED = """
+import re, resource, sys
+from executorch_device_guard import cli, confined, installed, lock, patchset
+with open("/proc/self/status") as f:
+    vm = int(re.search(r"VmSize:\\s+(\\d+) kB", f.read()).group(1)) << 10
+resource.setrlimit(resource.RLIMIT_AS, (vm + (16 << 20), vm + (16 << 20)))
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("command", ["status", "apply", "revert"])
+def test_running_out_of_memory_is_one_line(
+    tmp_path: Path, site: Path, command: str
+) -> None:
+    """A `ulimit -v` too small to read a 60 MiB emitter (under the size any
+    target may have) is one line, exit 2, not a MemoryError traceback."""
+    emitter = site / "executorch" / EMITTER
+    with open(emitter, "ab") as f:
+        f.write(b"#" * (60 << 20))
+    before = snapshot_sizes(tmp_path)
+    result = cli(site, "-c", _SQUEEZED, command, module=False, timeout=120)
+    one_line_error(result, "out of memory")
+    assert snapshot_sizes(tmp_path) == before
+
+
 def snapshot_sizes(top: Path) -> dict:
     """Every file's size and modification time (a 6 GB file is not hashed)."""
     return {
