@@ -54,6 +54,17 @@ def locations(rel: str) -> Tuple[str, re.Pattern, str]:
     return f"{prefix}{PYCACHE}", pattern, f"{prefix}{stem}.pyc"
 
 
+# What Python imports as module NAME before NAME.py in the same folder
+# (importlib's FileFinder): a package NAME/ with an __init__ file, then an
+# extension module (NAME.cpython-311-x86_64-linux-gnu.so, NAME.abi3.so, ...).
+INIT = re.compile(r"__init__(\.[A-Za-z0-9_-]+)*\.(py|pyc|so|pyd)")
+
+
+def extension(stem: str) -> re.Pattern:
+    """The names of an extension module ``stem``, for any Python."""
+    return re.compile(re.escape(stem) + r"(\.[A-Za-z0-9_-]+)*\.(so|pyd)")
+
+
 HEADER = 16
 
 # CPython 3.11 (magic number 3495) changed the keyed hash that hash-based

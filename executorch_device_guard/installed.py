@@ -48,6 +48,7 @@ import importlib.util
 import os
 import posixpath
 import shlex
+import stat
 import sys
 from pathlib import Path
 from typing import (
@@ -104,6 +105,7 @@ class FileState(enum.Enum):
     MISSING = "missing"
     NOT_SHIPPED = "not shipped"
     NOT_FOR_RELEASE = "not for this release"
+    SHADOWED = "shadowed"  # Python imports another file in its place
 
 
 # The states whose files apply, revert and the overlays leave alone.
@@ -514,16 +516,38 @@ def inspect(
     try:
         data = package.read(rel)
         st = package.lstat(rel)
+        shadow = shadows(package, rel)
     except Unsafe as e:
         return Inspection(FileState.UNKNOWN, str(e))
     if data is None or st is None:
         return Inspection(FileState.MISSING)
+    if shadow:
+        why = f"Python imports {shadow[0]} instead of it"
+        return Inspection(FileState.SHADOWED, why)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return Inspection(FileState.UNKNOWN, "not UTF-8 text", data)
     state, other, reason, form = _classify(text, forms_of(patches))
     return Inspection(state, reason, data, other.encode("utf-8"), form, st.st_mtime_ns)
+
+
+def shadows(package: Package, rel: str) -> List[str]:
+    """The files that Python imports as the module ``rel`` instead of its
+    source: a package folder of the same name, or an extension module."""
+    folder, _, name = rel.rpartition("/")
+    stem = name[: -len(".py")]
+    prefix = f"{folder}/" if folder else ""
+    names = package.listing(folder)
+    found = []
+    st = package.lstat(prefix + stem) if stem in names else None
+    if st is not None and not stat.S_ISREG(st.st_mode):  # listing refuses a link
+        found += [
+            f"{prefix}{stem}/{n}"
+            for n in package.listing(prefix + stem)
+            if bytecode.INIT.fullmatch(n)
+        ]
+    return found + [prefix + n for n in names if bytecode.extension(stem).fullmatch(n)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -605,6 +629,17 @@ class Survey:
     def stale(self) -> List[str]:
         return [path for b in self.bytecode.values() for path in b.stale]
 
+    def shadowed(self) -> str:
+        """The first target that Python would not import, described; or ''."""
+        return next(
+            (
+                i.describe(self.root / rel)
+                for rel, i in self.files.items()
+                if i.state is FileState.SHADOWED
+            ),
+            "",
+        )
+
     def unchecked(self) -> List[str]:
         return [path for b in self.bytecode.values() for path in b.unchecked]
 
@@ -637,7 +672,12 @@ class Survey:
     def summary(self) -> List[str]:
         total, patched = self.shipped(), self.count(FileState.PATCHED)
         unknown = patched + self.count(FileState.STOCK) < total
-        if unknown:
+        if self.count(FileState.SHADOWED):
+            lines = [
+                "Python would not run the file that the fix goes into, so apply "
+                "and revert refuse: remove what it imports instead (above)."
+            ]
+        elif unknown:
             lines = [
                 "Some files are neither stock nor patched, so apply and revert "
                 f"refuse. To recover, reinstall ExecuTorch: {reinstall_command()}"
@@ -834,6 +874,12 @@ def _change(
     faults.check()
     with _locked(root, waiting, wait=wait) as package:
         found = _survey(package, targets, record(root))
+        shadowed = found.shadowed()
+        if shadowed:
+            raise GuardError(
+                f"{shadowed}: the fix would not be used. Nothing was changed. "
+                "Remove that file, then run the command again."
+            )
         bad = [
             i.describe(root / rel)
             for rel, i in found.files.items()

@@ -52,7 +52,13 @@ def inspect_targets(
 ) -> Dict[str, Inspection]:
     """Each target's state and bytes; GuardError unless every one is stock,
     patched or left alone on this release."""
-    found = _installed.survey(installed, targets, wait=wait).files
+    survey = _installed.survey(installed, targets, wait=wait)
+    if survey.shadowed():
+        raise GuardError(
+            f"{survey.shadowed()}: an overlay of it would not be used. Nothing "
+            "was run. Remove that file, then run the command again."
+        )
+    found = survey.files
     bad = [
         i.describe(installed / rel)
         for rel, i in found.items()

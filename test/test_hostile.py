@@ -722,3 +722,37 @@ def test_a_umask_of_077_keeps_modes(tmp_path: Path, site: Path) -> None:
         result = cli(site, command, wrap=["sh", "-c", 'umask 077 && exec "$@"', "-"])
         assert result.returncode == 0, result.stderr
         assert emitter.stat().st_mode & 0o777 == 0o644
+
+
+# The second attack (docs/hostile.md): a module that Python imports in place
+# of a target, as a package folder or an extension module beside it.
+_SHADOWS = {
+    "package": "exir/emit/_emitter/__init__.py",
+    "extension": "exir/emit/_emitter.cpython-311-x86_64-linux-gnu.so",
+}
+
+
+@pytest.mark.parametrize("first", ["stock", "patched"])
+@pytest.mark.parametrize("kind", sorted(_SHADOWS))
+def test_a_target_that_python_would_not_import_is_never_patched(
+    tmp_path: Path, site: Path, kind: str, first: str
+) -> None:
+    """Python imports ``_emitter/`` (or ``_emitter.*.so``) before
+    ``_emitter.py``: status names it and never says "Patched."; apply, revert
+    and run refuse in one line, nothing changed."""
+    if first == "patched":
+        assert cli(site, "apply").returncode == 0
+    shadow = site / "executorch" / _SHADOWS[kind]
+    shadow.parent.mkdir(exist_ok=True)
+    shadow.write_bytes(STOCK[EMITTER])
+    before = snapshot(tmp_path)
+    status = cli(site, "status")
+    assert status.returncode == 0, status.stderr
+    assert f"  shadowed             {EMITTER} (Python imports {_SHADOWS[kind]} " in (
+        status.stdout
+    ), status.stdout
+    assert "Patched." not in status.stdout and "Stock." not in status.stdout
+    for command in ("apply", "revert", "run"):
+        result = cli(site, *_run_args(command))
+        one_line_error(result, f"Python imports {_SHADOWS[kind]} instead of it")
+    assert snapshot(tmp_path) == before
