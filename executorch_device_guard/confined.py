@@ -499,9 +499,12 @@ def _pread(fd: int, size: int, offset: int) -> bytes:
     return os.read(fd, size)
 
 
-def read_file(path: Path, limit: int = MAX_READ) -> Optional[bytes]:
+def read_file(
+    path: Path, limit: int = MAX_READ, first: Optional[int] = None
+) -> Optional[bytes]:
     """The bytes of the regular file ``path`` (outside the package: the
-    distribution's metadata), None if it is missing. Unsafe for a symbolic
+    distribution's metadata; with ``first``, only that many, as of bytecode
+    under PYTHONPYCACHEPREFIX), None if it is missing. Unsafe for a symbolic
     link in its place, anything not a regular file (a FIFO is never waited
     on) or more than ``limit`` bytes."""
     flags = os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC | _O_BINARY
@@ -516,6 +519,8 @@ def read_file(path: Path, limit: int = MAX_READ) -> Optional[bytes]:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise Unsafe(f"{path} is not a regular file")
+        if first is not None:
+            return _pread(fd, first, 0)
         return _read_whole(fd, str(path), limit)
     finally:
         os.close(fd)

@@ -562,6 +562,11 @@ class Bytecode:
     unsafe: Tuple[str, ...] = ()
     unchecked: Tuple[str, ...] = ()
     headers: Tuple[bytes, ...] = ()
+    # Its files under PYTHONPYCACHEPREFIX, outside the package, which the tool
+    # never writes: each with its header, and those that Python would run
+    # although they were not compiled from the source.
+    prefixed: Tuple[Tuple[str, bytes], ...] = ()
+    prefixed_stale: Tuple[str, ...] = ()
 
     def runs_instead(self, source: bytes, mtime_ns: int, replaced: bytes) -> List[str]:
         """The files that Python could run instead of ``source``, written in
@@ -571,6 +576,36 @@ class Bytecode:
             for path, header in zip(self.files, self.headers)
             if header and bytecode.runs_instead(header, source, mtime_ns, replaced)
         ]
+
+    def prefixed_runs_instead(
+        self, source: bytes, mtime_ns: int, replaced: bytes
+    ) -> List[str]:
+        return [
+            path
+            for path, header in self.prefixed
+            if bytecode.runs_instead(header, source, mtime_ns, replaced)
+        ]
+
+
+def _prefixed(root: Path, rel: str, source: bytes) -> Dict[str, bytes]:
+    """The headers of ``rel``'s bytecode under ``sys.pycache_prefix``."""
+    if not getattr(sys, "pycache_prefix", None):
+        return {}
+    folder = Path(importlib.util.cache_from_source(str(root / rel))).parent
+    pattern = bytecode.locations(rel)[1]
+    try:
+        names = sorted(n for n in os.listdir(folder) if pattern.fullmatch(n))
+    except OSError:
+        return {}
+    found = {}
+    for name in names:
+        try:
+            header = read_file(folder / name, first=bytecode.HEADER)
+        except Unsafe:
+            continue  # not a file that Python can load
+        if header is not None:
+            found[str(folder / name)] = header
+    return found
 
 
 def inspect_bytecode(package: Package, rel: str, source: bytes) -> Bytecode:
@@ -602,8 +637,15 @@ def inspect_bytecode(package: Package, rel: str, source: bytes) -> Bytecode:
             stale.append(path)
         elif verdict is None:
             unchecked.append(path)
+    prefixed = _prefixed(package.root, rel, source)
     return Bytecode(
-        tuple(files), tuple(stale), tuple(unsafe), tuple(unchecked), tuple(headers)
+        tuple(files),
+        tuple(stale),
+        tuple(unsafe),
+        tuple(unchecked),
+        tuple(headers),
+        tuple(prefixed.items()),
+        tuple(p for p, h in prefixed.items() if bytecode.is_stale(h, source) is not False),
     )
 
 
@@ -643,6 +685,9 @@ class Survey:
     def unchecked(self) -> List[str]:
         return [path for b in self.bytecode.values() for path in b.unchecked]
 
+    def prefixed_stale(self) -> List[str]:
+        return [path for b in self.bytecode.values() for path in b.prefixed_stale]
+
     def unsafe(self) -> List[str]:
         return [why for b in self.bytecode.values() for why in b.unsafe]
 
@@ -664,6 +709,10 @@ class Survey:
                 f"its unchecked-hash bytecode {path} is another Python's, which "
                 "this one cannot check"
                 for path in found.unchecked
+            ]
+            notes += [
+                f"Python runs other code from its bytecode {path}"
+                for path in found.prefixed_stale
             ]
             why = f" ({'; '.join(notes)})" if notes else ""
             lines.append(f"  {inspection.state.value:{width}} {rel}{why}")
@@ -692,6 +741,13 @@ class Survey:
                     f"Partly patched ({patched} of {total} files), as an "
                     "interrupted run leaves it:",
                     "`apply` finishes it, `revert` undoes it.",
+                )
+            if self.prefixed_stale():
+                state, then = (
+                    "Python does not run these files as they are:",
+                    "it runs bytecode under PYTHONPYCACHEPREFIX compiled from "
+                    f"other text ({self.prefixed_stale()[0]}), outside the "
+                    "package, where this tool writes nothing. Delete it.",
                 )
             if self.unsafe():
                 # What the files' state allows, once the entry is gone.
@@ -908,6 +964,20 @@ def _change(
                     f"{why}: replacing it would make it yours. Nothing was "
                     "changed. Run the command as that user, or as root."
                 )
+        outside = [
+            path
+            for rel in todo
+            for path in found.bytecode[rel].prefixed_runs_instead(
+                found.files[rel].other, found.files[rel].mtime_ns, found.files[rel].data
+            )
+        ] + [p for r, b in found.bytecode.items() if r not in todo for p in b.prefixed_stale]
+        if outside:
+            raise GuardError(
+                f"Python would run {outside[0]}, bytecode under "
+                "PYTHONPYCACHEPREFIX that was not compiled from the new text, "
+                "and this tool writes nothing outside the package. Nothing was "
+                "changed. Delete it, then run the command again."
+            )
         removals = found.leftovers + ([LEGACY_STATE] if found.legacy_state else [])
         # A file to replace loses, just before the rename, the bytecode that
         # Python could run instead of its new text (which keeps its time);

@@ -756,3 +756,46 @@ def test_a_target_that_python_would_not_import_is_never_patched(
         result = cli(site, *_run_args(command))
         one_line_error(result, f"Python imports {_SHADOWS[kind]} instead of it")
     assert snapshot(tmp_path) == before
+
+
+def _compile_into(prefix: Path, source: Path) -> Path:
+    """Unchecked-hash bytecode of ``source`` under PYTHONPYCACHEPREFIX, as
+    ``compileall`` in an image build leaves it; returns its path."""
+    import subprocess
+
+    env = dict(os.environ, PYTHONPYCACHEPREFIX=str(prefix))
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "--invalidation-mode",
+         "unchecked-hash", str(source)],
+        env=env,
+        check=True,
+    )
+    (pyc,) = prefix.rglob("_emitter.*.pyc")
+    return pyc
+
+
+def test_bytecode_under_a_pycache_prefix_is_never_taken_for_the_fix(
+    tmp_path: Path, site: Path
+) -> None:
+    """With PYTHONPYCACHEPREFIX, Python keeps bytecode outside the package,
+    where the tool writes nothing: apply refuses while an unchecked-hash file
+    there would run the stock text, and status, once such a file is there
+    after apply, does not say "Patched."."""
+    prefix = tmp_path / "prefix"
+    env = {"PYTHONPYCACHEPREFIX": str(prefix)}
+    emitter = site / "executorch" / EMITTER
+    pyc = _compile_into(prefix, emitter)
+    before = snapshot(tmp_path)
+    one_line_error(cli(site, "apply", env=env), f"Python would run {pyc}")
+    assert snapshot(tmp_path) == before
+
+    shutil.rmtree(prefix)
+    assert cli(site, "apply").returncode == 0
+    (site / "executorch" / EMITTER).write_bytes(STOCK[EMITTER])  # compile stock
+    _compile_into(prefix, emitter)
+    (site / "executorch" / EMITTER).write_bytes(PATCHED[EMITTER])
+    status = cli(site, "status", env=env)
+    assert status.returncode == 0, status.stderr
+    assert "Patched." not in status.stdout, status.stdout
+    assert f"Python runs other code from its bytecode {pyc}" in status.stdout
+    assert "Python does not run these files as they are:" in status.stdout
