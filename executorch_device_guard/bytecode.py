@@ -105,6 +105,15 @@ def is_stale(pyc: bytes, source: bytes) -> Optional[bool]:
     return pyc[8:16] != _source_hash(pyc, source)
 
 
+def trusts_a_flag(pyc: bytes, source: bytes) -> bool:
+    """Whether the bytecode whose header is ``pyc`` is a checked-hash file
+    compiled from other text than ``source``: Python recompiles it, unless it
+    runs with ``--check-hash-based-pycs never``, which runs it as it is."""
+    if len(pyc) < HEADER or int.from_bytes(pyc[4:8], "little") != 0b11:
+        return False
+    return _checkable(pyc) and pyc[8:16] != _source_hash(pyc, source)
+
+
 def runs_instead(pyc: bytes, source: bytes, mtime_ns: int, replaced: bytes) -> bool:
     """Whether Python, importing ``source`` (modification time ``mtime_ns``)
     where ``replaced`` was, could run the bytecode whose header is ``pyc``

@@ -567,6 +567,9 @@ class Bytecode:
     # although they were not compiled from the source.
     prefixed: Tuple[Tuple[str, bytes], ...] = ()
     prefixed_stale: Tuple[str, ...] = ()
+    # Checked-hash files of other text (``bytecode.trusts_a_flag``): kept,
+    # so that ``revert`` gives them back; status says what they need.
+    checked_other: Tuple[str, ...] = ()
 
     def runs_instead(self, source: bytes, mtime_ns: int, replaced: bytes) -> List[str]:
         """The files that Python could run instead of ``source``, written in
@@ -646,6 +649,9 @@ def inspect_bytecode(package: Package, rel: str, source: bytes) -> Bytecode:
         tuple(headers),
         tuple(prefixed.items()),
         tuple(p for p, h in prefixed.items() if bytecode.is_stale(h, source) is not False),
+        tuple(
+            p for p, h in zip(files, headers) if h and bytecode.trusts_a_flag(h, source)
+        ),
     )
 
 
@@ -785,6 +791,14 @@ class Survey:
                 f"{len(self.unchecked())} file(s) of unchecked-hash bytecode are "
                 "another Python's (3.10 or older), which this one cannot check "
                 "against their source; the next `apply` or `revert` removes them."
+            )
+        checked = [p for b in self.bytecode.values() for p in b.checked_other]
+        if checked:
+            lines.append(
+                f"{len(checked)} file(s) of checked-hash bytecode were compiled "
+                f"from other text (e.g. {self.root / checked[0]}): Python "
+                "compiles the file again, unless it runs with "
+                "`--check-hash-based-pycs never`, which runs the old code."
             )
         if self.unsafe() and unknown:
             lines.append(

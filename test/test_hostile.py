@@ -799,3 +799,29 @@ def test_bytecode_under_a_pycache_prefix_is_never_taken_for_the_fix(
     assert "Patched." not in status.stdout, status.stdout
     assert f"Python runs other code from its bytecode {pyc}" in status.stdout
     assert "Python does not run these files as they are:" in status.stdout
+
+
+def test_checked_hash_bytecode_of_the_old_text_is_kept_and_named(
+    tmp_path: Path, site: Path
+) -> None:
+    """pip writes checked-hash bytecode under SOURCE_DATE_EPOCH. After apply,
+    Python compiles the patched file again, unless it runs with
+    ``--check-hash-based-pycs never``: status says so, and revert gives the
+    file back as it was."""
+    import subprocess
+
+    emitter = site / "executorch" / EMITTER
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "-f", "--invalidation-mode",
+         "checked-hash", str(emitter)],
+        check=True,
+    )
+    before = snapshot(tmp_path)
+    assert cli(site, "apply").returncode == 0
+    status = cli(site, "status").stdout
+    assert status.rstrip().endswith(
+        "Python compiles the file again, unless it runs with "
+        "`--check-hash-based-pycs never`, which runs the old code."
+    ), status
+    assert cli(site, "revert").returncode == 0
+    assert snapshot(tmp_path) == before
