@@ -532,6 +532,8 @@ def _whole(args: argparse.Namespace) -> str:
 
 
 def _error(message: str) -> None:
+    # One line, whatever the names in it hold (a newline in a folder's name).
+    message = message.replace("\n", "\\n")
     print(f"executorch-device-guard: error: {message}", file=sys.stderr)
 
 

@@ -19,6 +19,9 @@ as surrogate escapes, and ``PYTHONIOENCODING=utf-8`` is strict) is written
 escaped instead: each such byte as ``\\xNN``, any other character as
 ``\\uNNNN``. A write that fails even so is a failed output, as above.
 
+A control character other than a newline or a tab (a terminal escape in a
+file's name) is written escaped too, as ``\\xNN``.
+
 Standard error is guarded the same way, and silently: once a write to it
 fails (``check 2>&1 | head -1`` closes it), what follows on it, such as
 ``check``'s progress lines, is dropped, and the command still finishes with
@@ -42,6 +45,15 @@ OUTPUT_LOST = 4
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 
 
+# A control character other than a newline or a tab: a name on disk (a path,
+# a dist-info folder) can carry terminal escapes, which are printed escaped.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def controls_escaped(text: str) -> str:
+    return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], text)
+
+
 def escaped(text: str, encoding: str) -> str:
     """``text`` as ``encoding`` can write it: a surrogate-escaped byte as
     ``\\xNN``, any other character it cannot encode as ``\\uNNNN``."""
@@ -60,6 +72,7 @@ class Guarded(io.TextIOBase):
     def write(self, text: str) -> int:
         if self.error is None:
             try:
+                text = controls_escaped(text)
                 try:
                     self.stream.write(text)
                 except UnicodeEncodeError:

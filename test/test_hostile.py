@@ -825,3 +825,18 @@ def test_checked_hash_bytecode_of_the_old_text_is_kept_and_named(
     ), status
     assert cli(site, "revert").returncode == 0
     assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", ["status", "apply", "run"])
+def test_a_name_with_a_newline_and_terminal_escapes_is_one_clean_line(
+    tmp_path: Path, site: Path, command: str
+) -> None:
+    """A second dist-info named with a newline and escapes that clear the
+    screen: the refusal is one line, the escapes printed as text."""
+    (info,) = site.glob("*.dist-info")
+    shutil.copytree(info, site / "executorch-1.5.0\n\x1b[2J\x1b[31mFAKE.dist-info")
+    before = snapshot(tmp_path)
+    result = cli(site, *_run_args(command))
+    one_line_error(result, "executorch-1.5.0\\n\\x1b[2J\\x1b[31mFAKE.dist-info")
+    assert "\x1b" not in result.stderr
+    assert snapshot(tmp_path) == before
