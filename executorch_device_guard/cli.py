@@ -479,7 +479,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 130
     # A write error on stderr (a reader that went away) drops what follows
     # there, silently: it changes no exit code.
-    with output.guarded() as stdout, output.guarded("stderr"):
+    with output.guarded("stderr"), output.guarded() as stdout:
         try:
             args = parser().parse_args(argv)
         except SystemExit as e:  # --help, --version, or a usage error

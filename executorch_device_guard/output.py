@@ -124,11 +124,32 @@ class Guarded(io.TextIOBase):
         return code or OUTPUT_LOST
 
 
+class _Closed(io.StringIO):
+    """What a stream that the shell closed (``apply >&-``) writes to: nothing."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "it is closed")
+
+
 @contextlib.contextmanager
 def guarded(name: str = "stdout") -> Iterator[Guarded]:
-    """``sys.stdout`` (or ``sys.stderr``) guarded for the block."""
+    """``sys.stdout`` (or ``sys.stderr``) guarded for the block.
+
+    Python leaves ``sys.stdout`` None when file descriptor 1 was closed; it
+    then gets /dev/null, so that no file the tool opens takes its place (and
+    reaches a child as its output), and a write to it is a failed output."""
     original = getattr(sys, name)
-    stream = Guarded(original if original is not None else io.StringIO())
+    if original is None:
+        fd = 1 if name == "stdout" else 2
+        with contextlib.suppress(OSError):
+            os.fstat(fd)
+            fd = -1  # open after all
+        if fd >= 0:
+            devnull = os.open(os.devnull, os.O_RDWR)
+            if devnull != fd:
+                os.dup2(devnull, fd)
+                os.close(devnull)
+    stream = Guarded(original if original is not None else _Closed())
     setattr(sys, name, stream)
     try:
         yield stream

@@ -471,6 +471,27 @@ def test_a_full_stdout_after_a_change_is_not_exit_2(
     )
 
 
+@pytest.mark.parametrize("command", ["apply", "revert", "status"])
+def test_a_closed_stdout_is_output_lost(
+    tmp_path: Path, site: Path, command: str
+) -> None:
+    """``apply >&-``: the report cannot be written, so it is the same as a
+    full stdout (exit 4, one line), never a silent exit 0."""
+    if command == "revert":
+        assert cli(site, "apply").returncode == 0
+    before = hashes(tmp_path)
+    result = cli(site, command, wrap=["sh", "-c", 'exec "$@" >&-', "sh"])
+    if command != "status":
+        goal = "patched" if command == "apply" else "stock"
+        assert_only_targets_changed(tmp_path, site, before, goal)
+    assert result.returncode == 4, result.stderr
+    assert result.stderr == (
+        f"executorch-device-guard: error: {command} finished, but its output "
+        "could not be written (it is closed); without that it would have "
+        "exited 0.\n"
+    )
+
+
 @pytest.mark.parametrize("command", ["apply", "status"])
 def test_a_reader_that_went_away_is_no_error(
     tmp_path: Path, site: Path, command: str
