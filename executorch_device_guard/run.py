@@ -57,6 +57,7 @@ import errno
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -282,6 +283,24 @@ def _dropping(command: List[str]) -> Optional[Tuple[str, str]]:
     return None
 
 
+def _split_string(words: List[str], i: int) -> Optional[Tuple[List[str], int]]:
+    """For env's ``-S STRING`` (``-SSTRING``, ``--split-string[=]STRING``) at
+    ``words[i]``: the words it stands for, and how many it takes."""
+    word = words[i]
+    if word in ("-S", "--split-string"):
+        value, taken = (words[i + 1], 2) if i + 1 < len(words) else ("", 1)
+    elif word.startswith("--split-string="):
+        value, taken = word[len("--split-string=") :], 1
+    elif word.startswith("-S"):
+        value, taken = word[2:], 1
+    else:
+        return None
+    try:
+        return shlex.split(value), taken
+    except ValueError:  # unbalanced quotes: env refuses it too
+        return [], taken
+
+
 def _after_env(words: List[str]) -> Tuple[List[str], Optional[str]]:
     """``env``'s arguments: the command after them, and what of them drops
     PYTHONPATH (or None)."""
@@ -299,6 +318,10 @@ def _after_env(words: List[str]) -> Tuple[List[str], Optional[str]]:
             return [], word
         if word.startswith("PYTHONPATH="):
             return [], word
+        split = _split_string(words, i)
+        if split is not None:  # env -S "python -I ...": its words, in place
+            words = words[:i] + split[0] + words[i + split[1] :]
+            continue
         if word in _ENV_VALUE_OPTIONS:
             i += 2
         elif word.startswith("-") or "=" in word:

@@ -513,6 +513,11 @@ IMPORTS_EXECUTORCH = "import sys\nimport executorch.exir\nsys.exit(3)\n"
         (["env", "-i", "PATH=/bin", "python", "x.py"], "-i"),
         (["env", "PYTHONPATH=/elsewhere", "python", "x.py"], "PYTHONPATH=/elsewhere"),
         (["env", "A=1", "python", "-I", "x.py"], "-I"),
+        # env -S splits one string into the words it runs (second attack).
+        (["env", "-S", "python -I -c pass"], "-I"),
+        (["env", "-Spython -E x.py"], "-E"),
+        (["env", "--split-string=-u PYTHONPATH python x.py"], "-u PYTHONPATH"),
+        (["env", "-S", "A=1 'python3' -I x.py"], "-I"),
     ],
 )
 def test_a_command_line_that_drops_pythonpath_is_refused(argv, option) -> None:
@@ -534,6 +539,7 @@ def test_a_command_line_that_drops_pythonpath_is_refused(argv, option) -> None:
         ["grep", "-E", "x"],
         ["env", "A=1", "python", "x.py"],
         ["env", "-u", "OTHER", "python", "x.py"],
+        ["env", "-S", "python x.py -I"],
     ],
 )
 def test_a_command_line_that_keeps_pythonpath_runs(argv) -> None:
