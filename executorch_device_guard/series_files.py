@@ -122,6 +122,8 @@ def pytest_outcomes(stdout: str) -> Dict[str, str]:
     each failed subtest as ``SUBFAILED(...) NODE``)."""
     found = re.findall(r"^(\S+::\S+) (PASSED|FAILED|SKIPPED|ERROR)\b", stdout, re.M)
     result = {node: outcome for node, outcome in found}
-    for node in re.findall(r"^SUBFAILED\(.*\) (\S+::\S+)$", stdout, re.M):
+    # Under CI (the CI variable set), pytest adds " - MESSAGE" to the line.
+    subfailed = r"^SUBFAILED\(.*?\) (\S+::\S+)(?: - .*)?$"
+    for node in re.findall(subfailed, stdout, re.M):
         result[node] = "FAILED"
     return result

@@ -337,3 +337,32 @@ def test_cpu_programs_are_byte_identical(
     stock, patched = (results[e].result["files"] for e in ("stock", "patched"))
     assert stock == patched
     assert ("_default_external_constant" in stock) == external_constants
+
+
+@pytest.mark.parametrize("ci", ["", "true"])
+def test_a_failed_subtest_is_a_failed_test(tmp_path, ci: str) -> None:
+    """pytest -v reports a test whose subtest failed as PASSED, and adds a
+    SUBFAILED line; under CI (the CI variable set) that line carries the
+    message too. Either way the test is FAILED."""
+    import os
+    import sys
+
+    (tmp_path / "test_sub.py").write_text(
+        "import unittest\n\n\nclass T(unittest.TestCase):\n"
+        "    def test_a(self):\n"
+        "        for x in (1, 2):\n"
+        "            with self.subTest(x=x):\n"
+        "                self.assertEqual(x, 1)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "BUILD_NUMBER")}
+    env.update({"CI": ci} if ci else {})
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "test_sub.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert pytest_outcomes(run.stdout) == {"test_sub.py::T::test_a": "FAILED"}, (
+        run.stdout
+    )
