@@ -20,11 +20,13 @@ its exit status comes back as a ``subprocess.CompletedProcess`` whose
 The parent refuses to fork while it has more than one thread (a fork from a
 threaded parent can deadlock the child), and says which preload step
 started one. It starts with ``OPENBLAS_NUM_THREADS=1``, so that NumPy's BLAS
-starts no thread pool, and ``PYTORCH_NVML_BASED_CUDA_CHECK=1``, so that
-``torch.cuda.is_available()``, which imported modules call (torchao,
-``torch._inductor``), asks NVML instead of initialising CUDA: CUDA's start
-leaves driver threads behind, and must never happen in a parent that forks.
-A child may start CUDA itself. ``JE_ARROW_MALLOC_CONF=background_thread:false``
+starts no thread pool, and sees no GPU: ``CUDA_VISIBLE_DEVICES`` empty and
+``PYTORCH_NVML_BASED_CUDA_CHECK=1``, so that the ``torch.cuda.is_available()``
+that imported modules call (torchao's, at import) answers from that variable
+alone. Asking the driver starts CUDA, asking NVML starts NVML, and each
+leaves a thread behind (gpu/cuda_start_probe.py, on an H200). Each child
+gets the caller's ``CUDA_VISIBLE_DEVICES`` back before it runs, and may
+start CUDA itself. ``JE_ARROW_MALLOC_CONF=background_thread:false``
 keeps pyarrow's jemalloc, which pandas loads where pyarrow is installed (the
 bundled program imports pandas), from starting its background thread. Callers fall back to fresh processes where
 :func:`available` is False (Windows) or the parent refuses.
@@ -293,6 +295,10 @@ def _child(request: Dict, fds: Sequence[int]) -> None:
 
         faulthandler.enable(file=sys.stderr, all_threads=True)
         os.chdir(request["cwd"])
+        if request.get("visible") is None:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = request["visible"]
         code = _run_request(request)
     except BaseException:  # noqa: B902 - the child reports everything
         try:
@@ -423,6 +429,9 @@ class WarmParent:
         self._workdir = Path(tempfile.mkdtemp(prefix="warm-", dir=workdir))
         env = dict(env)
         env.setdefault("OPENBLAS_NUM_THREADS", "1")
+        # The caller's, which each child gets back (see the module docstring).
+        self._visible = env.get("CUDA_VISIBLE_DEVICES")
+        env["CUDA_VISIBLE_DEVICES"] = ""
         env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
         env.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")
         self._log = open(self._workdir / "parent.log", "w+b")
@@ -552,6 +561,7 @@ class WarmParent:
             err = self._workdir / f"{request_id}.err"
             request = {
                 **request,
+                "visible": self._visible,
                 "id": request_id,
                 "cwd": str(Path(cwd or os.getcwd()).resolve()),
                 "stdout": str(out),

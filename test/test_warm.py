@@ -156,6 +156,29 @@ def test_the_parent_asks_nvml_not_cuda(parent: warm.WarmParent) -> None:
     assert parent.run(["-c", code]).stdout == "1 background_thread:false\n"
 
 
+@pytest.mark.parametrize("visible", [None, "", "1,0"])
+def test_the_parent_sees_no_gpu_and_each_child_the_callers(
+    tmp_path: Path, visible
+) -> None:
+    """On a machine with a GPU, asking whether CUDA is there starts a thread
+    (CUDA's or NVML's), so the parent imports with CUDA_VISIBLE_DEVICES
+    empty; each child runs with the caller's value (or none) again."""
+    (tmp_path / "seen.py").write_text(
+        "import os\nVISIBLE = os.environ.get('CUDA_VISIBLE_DEVICES')\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]))
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    if visible is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible
+    code = (
+        "import os, seen; "
+        "print(repr(seen.VISIBLE), repr(os.environ.get('CUDA_VISIBLE_DEVICES')))"
+    )
+    with warm.WarmParent(env, ["seen"], tmp_path) as p:
+        result = p.run(["-c", code])
+    assert result.stdout == f"'' {visible!r}\n", result.stderr
+
+
 def test_no_thread_in_the_warm_parents(emitters: Emitters) -> None:
     """Each overlay's parent has imported torch and ExecuTorch and is single-threaded."""
     for emitter in EMITTERS:
