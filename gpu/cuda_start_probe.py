@@ -1,6 +1,6 @@
 """Which call starts CUDA (its driver thread) while a module is imported.
 
-    PYTORCH_NVML_BASED_CUDA_CHECK=1 python gpu/cuda_start_probe.py MODULE...
+    PYTORCH_NVML_BASED_CUDA_CHECK=1 python gpu/cuda_start_probe.py MODULE[:FUNCTION]...
 
 Imports each MODULE with a profile hook that, after every call into C, looks
 at the process's native threads (/proc/self/task); the first call after which
@@ -45,9 +45,16 @@ def main(modules):
             sys.stdout.flush()
 
     for module in modules:
+        name, _, function = module.partition(":")
         sys.setprofile(hook)
         try:
-            importlib.import_module(module)
+            try:
+                imported = importlib.import_module(name)
+            except ImportError as e:  # an optional preload this torch lacks
+                print(f"missing: {e}")
+                continue
+            if function:  # a warm parent's preload step module:function
+                getattr(imported, function)()
         finally:
             sys.setprofile(None)
         print(f"threads after import {module}: {len(os.listdir('/proc/self/task'))}")
