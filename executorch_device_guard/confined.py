@@ -23,9 +23,15 @@ the same file at that name, not written since (size, times) and holding the
 bytes expected; a program that wrote it meanwhile makes the replacement stop
 (``Changed``), and a write that lands between that comparison and the rename
 is seen on the old file afterwards and put back. The folder keeps its
-modification time when it holds the same names as before. Interrupting
-signals wait until the rename is done (see ``signals``); a SIGKILL can leave
-the temporary file, and ``leftovers`` finds it for the next run to remove.
+modification time when it holds the same names as before: once the file is
+replaced, and once a failed write's temporary file is removed again.
+Interrupting signals wait until the rename is done (see ``signals``); a
+SIGKILL can leave the temporary file, and ``leftovers`` finds it for the
+next run to remove. Its name records the folder's modification time and
+names from before it was made (``.NAME.device-guard.HEX.MTIME.NAMES.tmp``),
+so the run that removes it gives the folder that time back when it holds
+those names again; only a SIGKILL in the instant between a rename and the
+folder's ``utime`` leaves the folder a new time.
 Where the OS has no ``dir_fd`` support (Windows), paths are checked with
 ``lstat`` before use instead.
 
@@ -38,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import re
 import secrets
@@ -65,7 +72,13 @@ _UTIME_FD = os.utime in os.supports_fd
 # when NAME is one of the targets there. Only ours are ever removed: an
 # earlier version's names are those of any mkstemp file, which a user's file
 # can have too (``._emitter.py.20261130.tmp``).
-_TEMP = re.compile(r"\.(?P<name>.+)\.device-guard\.[0-9a-f]{16}\.tmp")
+# Ours: ``.NAME.device-guard.HEX.MTIME.NAMES.tmp``, where MTIME (hex ns) and
+# NAMES (a digest of its names) are the folder's before the file was made
+# (``.NAME.device-guard.HEX.tmp`` before they were recorded).
+_TEMP = re.compile(
+    r"\.(?P<name>.+)\.device-guard\.[0-9a-f]{16}"
+    r"(?:\.(?P<mtime>-?[0-9a-f]{1,16})\.(?P<names>[0-9a-f]{16}))?\.tmp"
+)
 _OLD_TEMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
 _OLD_PROBE = re.compile(r"\.device_guard_probe\.[a-z0-9_]{8}")
 
@@ -129,6 +142,30 @@ class _Folder:
         target = self.fd if self.fd is not None and _UTIME_FD else self.path
         with contextlib.suppress(OSError):
             os.utime(target, ns=(self.times()[0], times[1]))
+
+
+def _digest(names: Sequence[str]) -> str:
+    """A folder's names, sorted, in 16 hex digits."""
+    joined = b"\0".join(os.fsencode(n) for n in sorted(names))
+    return hashlib.sha256(joined).hexdigest()[:16]
+
+
+def _temp_name(name: str, names: Sequence[str], times: Tuple[int, int]) -> str:
+    """A new temporary file's name beside ``name``, recording the folder's
+    modification time and names before it is made (``_TEMP``), so that the
+    run that removes it after a SIGKILL can give the folder its time back."""
+    token = secrets.token_hex(8)
+    return f".{name}.device-guard.{token}.{times[1]:x}.{_digest(names)}.tmp"
+
+
+def _keep_folder_time(
+    folder: _Folder, names: Sequence[str], times: Tuple[int, int]
+) -> None:
+    """Gives ``folder`` back its modification time ``times`` if it holds the
+    names ``names`` again (a file replaced, or a temporary file removed)."""
+    with contextlib.suppress(OSError):
+        if sorted(folder.names()) == sorted(names):
+            folder.set_times(times)
 
 
 class Package:
@@ -310,7 +347,7 @@ class Package:
                 raise Changed(_changed(rel))
             old_fd, old = opened
             names, times = sorted(folder.names()), folder.times()
-            temp = f".{name}.device-guard.{secrets.token_hex(8)}.tmp"
+            temp = _temp_name(name, names, times)
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC
             with signals.deferred():
                 fd = os.open(
@@ -346,17 +383,22 @@ class Package:
                     with contextlib.suppress(OSError):
                         os.unlink(folder.at(temp), dir_fd=folder.fd)
                     raise
+                finally:
+                    # Replaced, or the temporary file removed again: the
+                    # folder holds the same names, and keeps its time.
+                    _keep_folder_time(folder, names, times)
                 if _written(old_fd, old, expected, ctime=False):
                     # Written in the instant between the last look and the
                     # rename: its text goes back in place of the new one.
-                    self._put_back(folder, name, old_fd, new)
+                    try:
+                        self._put_back(folder, name, old_fd, new)
+                    finally:
+                        _keep_folder_time(folder, names, times)
                     raise Changed(_changed(rel))
                 faults.step()  # replaced
                 if folder.fd is not None:
                     with contextlib.suppress(OSError):
                         os.fsync(folder.fd)
-                if sorted(folder.names()) == names:
-                    folder.set_times(times)
 
     def _put_back(
         self, folder: "_Folder", name: str, old_fd: int, new: os.stat_result
@@ -366,7 +408,7 @@ class Package:
         now = folder.lstat(name)
         if now is None or (now.st_dev, now.st_ino) != (new.st_dev, new.st_ino):
             return
-        temp = f".{name}.device-guard.{secrets.token_hex(8)}.tmp"
+        temp = _temp_name(name, folder.names(), folder.times())
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC
         fd = os.open(folder.at(temp), flags | _O_BINARY, 0o600, dir_fd=folder.fd)
         try:
@@ -455,6 +497,13 @@ class Package:
             os.unlink(folder.at(name), dir_fd=folder.fd)
         except FileNotFoundError:
             return False
+        recorded = _TEMP.fullmatch(name)
+        if recorded and recorded["mtime"] is not None:
+            # A temporary file that a SIGKILL left: the folder had the time
+            # it recorded when it held the names it holds again now.
+            with contextlib.suppress(OSError):
+                if _digest(folder.names()) == recorded["names"]:
+                    folder.set_times((0, int(recorded["mtime"], 16)))
         return True
 
 

@@ -31,7 +31,8 @@ The exit code is the command's; 128+N if signal N ended it; 126 if it cannot
 be executed, 127 if it is not found.
 
 The temporary folder is never inside the installed package (a ``TMPDIR``
-there is refused), and it is locked while the command runs (the command
+there, or ``TMPDIR=.`` inside it, is refused before anything is written
+there, see ``tempdirs``), and it is locked while the command runs (the command
 inherits the lock): a folder of a ``run`` killed by SIGKILL, once no process
 holds its lock, is removed by the next ``run``.
 
@@ -147,7 +148,7 @@ def run_command(
         ):
             raise installed.shadowed(executorch, instead)
         return _run(command, dict(os.environ))
-    tempdirs.remove_abandoned(PREFIX, _CONTENTS)
+    tempdirs.remove_abandoned(PREFIX, _CONTENTS, outside=executorch)
     folder = tempdirs.make(PREFIX, outside=executorch, locked=True)
     try:
         overlay = build_overlay(

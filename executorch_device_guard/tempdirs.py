@@ -27,7 +27,11 @@ removes, in the temporary folder, exactly those of its names (the prefix and
 ``mkdtemp``'s 8 characters) that are this user's real folders, older than a
 minute, holding nothing but what ``run`` puts there, whose lock no process
 holds. And a folder is never made inside
-``outside`` (the installed package): a ``TMPDIR`` there is refused.
+``outside`` (the installed package): a ``TMPDIR`` there is refused, before
+anything is written. The temporary folder is found as ``tempfile`` finds it
+(``TMPDIR``, ``TEMP``, ``TMP``, the system's, the current folder) but
+without its probe, which creates and removes a file in each candidate, and
+the folder is then made there explicitly.
 """
 
 from __future__ import annotations
@@ -98,24 +102,69 @@ def holding() -> Iterator[Held]:
             signal.signal(signum, handler)
 
 
+def _candidates() -> List[str]:
+    """The folders that ``tempfile.gettempdir()`` tries, in its order:
+    ``TMPDIR``, ``TEMP``, ``TMP``, the system's, the current folder."""
+    listed = getattr(tempfile, "_candidate_tempdir_list", None)
+    if listed is not None:
+        return list(listed())
+    names = [os.environ.get(n) for n in ("TMPDIR", "TEMP", "TMP")]
+    return [n for n in names if n] + ["/tmp", "/var/tmp", "/usr/tmp", os.getcwd()]
+
+
+def _inside(folder: str, package: Path) -> bool:
+    real, top = os.path.realpath(folder), os.path.realpath(package)
+    return os.path.commonpath([real, top]) == top
+
+
+def _inside_error(root: str, outside: Path) -> GuardError:
+    return GuardError(
+        f"the temporary folder {root} is inside the installed ExecuTorch "
+        f"at {outside}, where nothing is written: set TMPDIR to a folder "
+        "outside it. Nothing was run."
+    )
+
+
+def _choose(outside: Optional[Path]) -> str:
+    """The folder that ``tempfile.gettempdir()`` would pick, found without
+    writing anything: it finds its folder by creating and removing a file in
+    each candidate until one works, which would change the modification
+    time of a folder inside ``outside`` before it could be refused. A
+    candidate inside ``outside`` that it would try first is refused here;
+    the first existing folder this user may write to is taken."""
+    if tempfile.tempdir is not None:  # set by the program, or already probed
+        return os.fsdecode(tempfile.tempdir)
+    tried = []
+    for candidate in _candidates():
+        # tempfile keeps "." as it is; here it is the current folder's path,
+        # which stays right for a command that changes its folder.
+        candidate = os.path.abspath(candidate)
+        tried.append(candidate)
+        if not os.path.isdir(candidate):
+            continue  # tempfile's try there fails without writing
+        if outside is not None and _inside(candidate, outside):
+            raise _inside_error(candidate, outside)
+        if os.access(candidate, os.W_OK | os.X_OK):
+            return candidate
+    raise GuardError(
+        f"no usable temporary folder (tried {', '.join(tried)}): set TMPDIR "
+        "to a folder you can write to. Nothing was run."
+    )
+
+
 def temp_root(outside: Optional[Path] = None) -> str:
-    """The temporary folder, refused if PYTHONPATH cannot hold its path or if
-    it is inside ``outside``."""
-    root = tempfile.gettempdir()
+    """The temporary folder (the one ``tempfile`` would use), refused if
+    PYTHONPATH cannot hold its path or if it is inside ``outside``; nothing
+    is written to find it."""
+    root = _choose(outside)
     if os.pathsep in root:
         raise GuardError(
             f"the temporary folder {root} contains {os.pathsep!r}, which splits "
             "a path on PYTHONPATH, so the overlay could not come first: set "
             f"TMPDIR to a folder whose path has no {os.pathsep!r}."
         )
-    if outside is not None:
-        real, package = os.path.realpath(root), os.path.realpath(outside)
-        if os.path.commonpath([real, package]) == package:
-            raise GuardError(
-                f"the temporary folder {root} is inside the installed ExecuTorch "
-                f"at {outside}, where nothing is written: set TMPDIR to a folder "
-                "outside it. Nothing was run."
-            )
+    if outside is not None and _inside(root, outside):
+        raise _inside_error(root, outside)
     return root
 
 
@@ -166,14 +215,17 @@ def _unlock(path: Path) -> None:
         os.close(fd)
 
 
-def remove_abandoned(prefix: str, contents: Set[str]) -> List[Path]:
+def remove_abandoned(
+    prefix: str, contents: Set[str], outside: Optional[Path] = None
+) -> List[Path]:
     """Removes the locked folders named ``prefix`` + 8 characters that a
-    SIGKILL left in the temporary folder: this user's real folders, settled,
-    holding only names in ``contents``, whose lock no process holds (their
-    command ended too). Returns them."""
+    SIGKILL left in the temporary folder (refused, as for ``make``, if it is
+    inside ``outside``): this user's real folders, settled, holding only
+    names in ``contents``, whose lock no process holds (their command ended
+    too). Returns them."""
     if fcntl is None or not hasattr(os, "geteuid"):
         return []
-    root = temp_root()
+    root = temp_root(outside)
     name = re.compile(re.escape(prefix) + r"[a-z0-9_]{8}")
     removed = []
     try:

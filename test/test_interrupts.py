@@ -35,7 +35,9 @@ from sites import (
     TARGETS,
 )
 
-OURS = r"\.device-guard\.[0-9a-f]{16}\.tmp$"
+# Named as the tool names its temporary files (since it records the folder's
+# time and names in the name: ``.HEX.MTIME.NAMES.tmp``; before: ``.HEX.tmp``).
+OURS = r"\.device-guard\.[0-9a-f]{16}(\.-?[0-9a-f]+\.[0-9a-f]{16})?\.tmp$"
 EMITTER = "exir/emit/_emitter.py"
 
 
@@ -155,6 +157,68 @@ def test_a_full_disk_midway(tmp_path: Path, command: str) -> None:
     assert list(states.values()).count(verb) == 2
     assert cli(site, command).returncode == 0
     assert_only_targets_changed(tmp_path, site, before, verb)
+
+
+def _aged_folders(site: Path) -> dict:
+    """Gives every folder of the site a modification time of its own, long
+    past (so that any change shows), and returns them."""
+    folders = [site] + sorted(p for p in site.rglob("*") if p.is_dir())
+    old = 1_000_000_000_123_456_789
+    for i, folder in enumerate(reversed(folders)):  # the deepest first
+        os.utime(folder, ns=(old + i, old + i))
+    return _folder_times(site)
+
+
+def _folder_times(site: Path) -> dict:
+    folders = [site] + sorted(p for p in site.rglob("*") if p.is_dir())
+    return {str(p.relative_to(site)): p.stat().st_mtime_ns for p in folders}
+
+
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_a_failed_write_gives_its_folder_back_its_time(
+    tmp_path: Path, command: str
+) -> None:
+    """A full disk at any write step ("N of M files are now patched", exit 2):
+    the folder that held the temporary file keeps its modification time, as
+    on success; so does every other folder (none gains or loses a name)."""
+    step = 0
+    while True:
+        step += 1
+        site = _start(tmp_path / str(step), command)
+        before = _aged_folders(site)
+        result = cli(site, command, env={FAULT: f"step:{step}:error"})
+        if result.returncode == 0:
+            break
+        where = f"{command} failing at step {step}"
+        assert "No space left on device (test fault)" in result.stderr, where
+        assert _folder_times(site) == before, where
+    assert step == 3 * len(TARGETS) + 1, step
+
+
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_the_next_run_gives_a_killed_runs_folder_back_its_time(
+    tmp_path: Path, command: str
+) -> None:
+    """kill -9 of apply or revert at any write step, then revert: every
+    folder has its modification time again. The temporary file a SIGKILL
+    leaves carries its folder's time in its name; the run that removes it
+    puts that time back. (Only a SIGKILL in the instant between a rename
+    and the folder's utime, which the test hook cannot reach, loses it.)"""
+    step = 0
+    while True:
+        step += 1
+        site = _start(tmp_path / str(step), command)
+        before = _aged_folders(site)
+        result = cli(site, command, env={FAULT: f"step:{step}:KILL"})
+        if result.returncode == 0:
+            break
+        where = f"{command} killed at step {step}"
+        assert result.returncode == -signal.SIGKILL, where
+        revert = cli(site, "revert")
+        assert revert.returncode == 0, (where, revert.stderr)
+        assert set(target_states(site).values()) == {"stock"}, where
+        assert _folder_times(site) == before, where
+    assert step == 3 * len(TARGETS) + 1, step
 
 
 def test_files_named_like_an_earlier_versions_temporary_files_are_left_alone(
