@@ -283,7 +283,7 @@ class Emitters:
         # Why an overlay fell back to fresh interpreters, if one did.
         self.notes: List[str] = []
         self._lock = threading.Lock()
-        self.base = tempdirs.make("device-guard-")
+        self.base = tempdirs.make("device-guard-", outside=installed)
         try:
             self.paths = {
                 name: build_overlay(

@@ -17,7 +17,8 @@ made every time, so the exported programs are the same bytes.
 
 Making them must leave the parent with one thread (warm.py): tqdm's
 monitor thread, which a progress bar starts, is turned off, and torch runs
-on one thread meanwhile. Every step is optional: a release without these
+on one thread meanwhile. A GPU build of torch starts a thread for any
+export, so there the children make them. Every step is optional: a release without these
 modules has nothing to warm.
 """
 
@@ -83,6 +84,12 @@ def main() -> None:
     import torch
 
     _no_tqdm_monitor()
+    if torch.version.cuda is not None or torch.version.hip is not None:
+        # With a GPU build, torch.export's fake tensors start the device guard,
+        # and with it a driver thread (gpu/cuda_start_probe.py on an H200),
+        # after which the parent may not fork: each child makes the graphs.
+        keep_vulkan_patterns()
+        return
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -755,7 +755,8 @@ def test_tmpdir_inside_the_package_is_refused_before_anything_is_written(
     """The refusal comes before Python's tempfile looks for a usable folder:
     that look creates and removes a file in it, which would give the
     package's folder a new modification time. Also for TMPDIR=. from inside
-    the package, and for TEMP there when TMPDIR is empty."""
+    the package, and for TEMP there when TMPDIR is empty; and for check,
+    whose overlays go there too."""
     from sites import cli, one_line_error
 
     site = make_site(tmp_path / "site")
@@ -769,12 +770,13 @@ def test_tmpdir_inside_the_package_is_refused_before_anything_is_written(
     old = 1_000_000_000_123_456_789
     os.utime(inside, ns=(old, old))
     before = snapshot(tmp_path)
-    result = cli(site, "run", "--", "true", env=env, cwd=cwd)
-    one_line_error(
-        result, f"the temporary folder {inside} is inside the installed ExecuTorch"
-    )
-    assert os.stat(inside).st_mtime_ns == old
-    assert snapshot(tmp_path) == before
+    for args in (["run", "--", "true"], ["check", "--paths", "emitter"]):
+        result = cli(site, *args, env=env, cwd=cwd)
+        one_line_error(
+            result, f"the temporary folder {inside} is inside the installed ExecuTorch"
+        )
+        assert os.stat(inside).st_mtime_ns == old
+        assert snapshot(tmp_path) == before
 
 
 def test_the_next_run_removes_what_a_killed_run_left(tmp_path: Path, tmp_env) -> None:

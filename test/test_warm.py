@@ -224,6 +224,27 @@ def test_the_pattern_graphs_are_made_in_the_parent(emitters: Emitters) -> None:
         assert result.stdout == "1 True\n", result.stderr
 
 
+def test_a_gpu_build_makes_no_pattern_graph_in_the_parent() -> None:
+    """A GPU build of torch starts a driver thread for any export (on the
+    H200): there warmup.main makes no graph, and only keeps Vulkan's."""
+    code = (
+        "import torch; torch.version.cuda = '13.0'\n"
+        "from executorch_device_guard import warmup; warmup.main()\n"
+        "from executorch.backends.xnnpack.partition.graphs import sdpa\n"
+        "from executorch.backends.vulkan.patterns.pattern_registry import "
+        "fusable_patterns\n"
+        "kept = [getattr(e.get_graphs_fn, '_device_guard_kept', False) "
+        "for e in fusable_patterns.values() if e.get_graphs_fn]\n"
+        "print(sdpa.get_graphs.cache_info().currsize, len(kept) > 0 and all(kept))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True,
+        timeout=300,
+    )
+    assert result.stdout == "0 True\n", result.stderr[-2000:]
+
+
 def test_warm_and_fresh_children_give_the_same_cpu_bytes(emitters: Emitters) -> None:
     """The bytes that check compares do not depend on the runner (nor on
     the pattern graphs made in the warm parent)."""
