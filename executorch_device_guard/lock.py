@@ -119,8 +119,6 @@ def _process(pid: int) -> str:
     except OSError:
         return f"process {pid}"
     command = " ".join(" ".join(w.decode(errors="replace").split()) for w in words)
-    # Another user's process names itself: print no control character of it.
-    command = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in command)
     command = command.strip()
     if "executorch_device_guard" in command or "executorch-device-guard" in command:
         return f"another executorch-device-guard (process {pid})"
