@@ -590,7 +590,7 @@ class Bytecode:
         ]
 
 
-def _prefixed(root: Path, rel: str, source: bytes) -> Dict[str, bytes]:
+def _prefixed(root: Path, rel: str) -> Dict[str, bytes]:
     """The headers of ``rel``'s bytecode under ``sys.pycache_prefix``."""
     if not getattr(sys, "pycache_prefix", None):
         return {}
@@ -640,7 +640,7 @@ def inspect_bytecode(package: Package, rel: str, source: bytes) -> Bytecode:
             stale.append(path)
         elif verdict is None:
             unchecked.append(path)
-    prefixed = _prefixed(package.root, rel, source)
+    prefixed = _prefixed(package.root, rel)
     return Bytecode(
         tuple(files),
         tuple(stale),
