@@ -14,7 +14,7 @@ from executorch.backends.xnnpack.operators import node_visitor
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 from executorch.backends.xnnpack.utils.utils import get_param_tensor
 from executorch.exir import to_edge_transform_and_lower
-from executorch.exir.backend.test.device_util import on_device
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.export import export
 
 
@@ -28,22 +28,12 @@ class LinearReLU(torch.nn.Module):
 
 
 class TestXnnpackDeviceConstants(unittest.TestCase):
-    def test_weight_on_cuda_raises(self) -> None:
-        program = export(LinearReLU().eval(), (torch.ones(2, 4),), strict=True)
-
-        def fetch_on_cuda(exported_program, node):
-            # on_device() tensors do not survive lowering, whose verifier wants
-            # Parameters: the weight goes on the device where XNNPACK fetches it.
-            weight = on_device(get_param_tensor(exported_program, node), "cuda:0")
-            self.assertEqual(str(weight.device), "cuda:0")
-            return weight
-
-        with mock.patch.object(node_visitor, "get_param_tensor", fetch_on_cuda):
-            with self.assertRaises(RuntimeError) as context:
-                to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
+    def assert_lowering_raises(self, program, device) -> None:
+        with self.assertRaises(RuntimeError) as context:
+            to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
         self.assertEqual(
             str(context.exception),
-            "Constant tensor data for 'linear.weight' is on device cuda:0, but "
+            f"Constant tensor data for 'linear.weight' is on device {device}, but "
             "XNNPACK serializes constant data from CPU memory. Move the model to "
             "CPU before lowering it to XNNPACK.",
         )
@@ -54,11 +44,20 @@ class TestXnnpackDeviceConstants(unittest.TestCase):
         model = LinearReLU().eval().to("meta")
         program = export(model, (torch.ones(2, 4, device="meta"),), strict=True)
         self.assertEqual(program.state_dict["linear.weight"].device.type, "meta")
-        with self.assertRaises(RuntimeError) as context:
-            to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
-        self.assertEqual(
-            str(context.exception),
-            "Constant tensor data for 'linear.weight' is on device meta, but "
-            "XNNPACK serializes constant data from CPU memory. Move the model to "
-            "CPU before lowering it to XNNPACK.",
-        )
+        self.assert_lowering_raises(program, "meta")
+
+    def test_weight_in_meta_storage_raises(self) -> None:
+        # A fake tensor reports cpu, but its storage, which XNNPACK reads, is
+        # on meta. Lowering checks its own weights' fake copies, so the weight
+        # becomes fake only where XNNPACK fetches it to serialize.
+        program = export(LinearReLU().eval(), (torch.ones(2, 4),), strict=True)
+
+        def fetch_fake(exported_program, node):
+            weight = FakeTensorMode().from_tensor(
+                get_param_tensor(exported_program, node)
+            )
+            self.assertEqual(weight.device.type, "cpu")
+            return weight
+
+        with mock.patch.object(node_visitor, "get_param_tensor", fetch_fake):
+            self.assert_lowering_raises(program, "meta")
