@@ -17,12 +17,18 @@ source tree, against a stock or a patched overlay.
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 from typing import Dict, List
 
 from executorch_device_guard import installed
 from executorch_device_guard.installed import FileState
-from executorch_device_guard.patchset import is_test, patched_files, read_series
+from executorch_device_guard.patchset import (
+    is_test,
+    patched_files,
+    read_series,
+    SeriesEntry,
+)
 
 
 def changed_files(root: Path, installed_root: Path, tests: bool) -> Dict[str, str]:
@@ -83,6 +89,23 @@ def write_tree(files: Dict[str, str], dest: Path) -> Path:
     for rel, text in files.items():
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         (dest / rel).write_text(text, encoding="utf-8")
+    return dest
+
+
+def write_commit_root(root: Path, entry: SeriesEntry, dest: Path) -> Path:
+    """Writes under ``dest`` a series of ``entry`` alone: its patch and the
+    files it adds, nothing of the other commits. ``dest`` then serves as a
+    ``root`` (an ``Emitters``' or ``upstream_tests``'), to apply and test the
+    commit as its pull request lands, on its own."""
+    patches = dest / "patches"
+    patches.mkdir(parents=True)
+    shutil.copyfile(entry.patch_path, patches / entry.patch_path.name)
+    flags = ["upstream-only"] if entry.upstream_only else []
+    line = " ".join([entry.patch_path.name, *entry.new_files, *flags])
+    (patches / "series").write_text(line + "\n", encoding="utf-8")
+    for rel in entry.new_files:
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(root / rel, dest / rel)
     return dest
 
 

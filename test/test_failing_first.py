@@ -6,19 +6,23 @@
 
 """Every guard fails first: on stock ExecuTorch, tests fail and reads crash.
 
-Everything runs in child processes against two overlays of the installed
+Everything runs in child processes against overlays of the installed
 ExecuTorch (see executorch_device_guard.overlay): stock as installed, and
-patched with patches/ applied. The installation itself is never touched.
+patched. The installation itself is never touched.
 
-- The series' upstream tests, run with plain ``python -m pytest``: on stock,
-  every device case fails as a test (their device memory is readable, so an
-  unguarded read does not crash) and the run exits 1 without a fatal error;
-  patched, every case passes. Each case first checks its premise, that the
-  tensor it hands over reports the device: a stand-in that lost its device
-  makes the case fail, never pass. The tests of a commit that edits C++ pass
-  only against a library built from it (scripts/build_custom_ops.sh, whose
-  runs docs/custom-ops-build.md records): here they run on stock, where each
-  of their device cases fails as a test.
+- Each commit of the series alone, as its pull request lands: a series of
+  that commit only (its patch and the files it adds), its test modules (the
+  ones it adds, and the ones it edits, as it edits them) under plain
+  ``python -m pytest``. Patched with that commit alone, every test passes;
+  on stock, every case that needs the commit fails as a test (the tests'
+  device memory is readable, so an unguarded read does not crash) and the
+  run exits 1 without a fatal error. Each case first checks its premise,
+  that the storage it hands over reports the device: a stand-in that lost
+  its device makes the case fail, never pass. The tests of a commit that
+  edits C++ pass only against a library built from it
+  (scripts/build_custom_ops.sh, whose runs docs/custom-ops-build.md
+  records): here they run on stock, where each of their device cases fails
+  as a test.
 - test/crash_probes.py reaches each guarded read with data in no-access memory,
   as a GPU's is from the host: on stock the process dies with SIGSEGV at that
   read; patched, it exits 1 with an error naming the device.
@@ -29,6 +33,7 @@ import concurrent.futures
 import re
 import signal
 import subprocess
+from pathlib import Path
 from typing import Dict, Tuple
 
 import pytest
@@ -42,10 +47,12 @@ from executorch_device_guard.series_files import (
     pytest_outcomes,
     series_test_modules,
     upstream_tests,
+    write_commit_root,
     write_tree,
 )
 
-NEW_FILES = [f for entry in read_series(REPO) for f in entry.new_files]
+SERIES = read_series(REPO)
+NEW_FILES = [f for entry in SERIES for f in entry.new_files]
 # The new test modules of the commits that edit C++: they need its build.
 BUILD_MODULES = build_test_modules(REPO)
 # The series' test modules, new and edited, that run on CPU here.
@@ -59,21 +66,11 @@ GPU_MODULES = series_test_modules(REPO, executorch_root(), gpu=True)
 # device, as it would if torch stopped keeping a storage's Python object.
 LOST_DEVICE_PLUGIN = """
 def pytest_collection_modifyitems(items):
-    import executorch.exir.backend.test.device_util as device_util
-
-    def lost(tensor, device):
-        return tensor
-
-    device_util.on_device = device_util.on_device_storage = lost
     for item in items:
-        for name in ("on_device", "on_device_storage", "_on_device"):
-            if hasattr(item.module, name):
-                setattr(item.module, name, lost)
+        if hasattr(item.module, "on_cuda_storage"):
+            item.module.on_cuda_storage = lambda tensor: tensor
 """
 
-
-# The cases that must fail on stock: those that put a tensor on a device, and
-# the emitted device copy of a constant.
 EMIT = "exir/emit/test/test_emit.py::TestEmit::"
 BUNDLE = "devtools/bundled_program/test/test_bundle_data.py::TestBundle::"
 XNNPACK = (
@@ -86,31 +83,40 @@ VULKAN = (
 )
 CUSTOM_OPS = "extension/llm/custom_ops/test_device_tensors.py::DeviceTensorsTest::"
 PROPAGATE = "exir/tests/test_propagate_device_pass.py::TestPropagateDevicePass::"
-COPY_OF_CONSTANT = {
-    PROPAGATE + "test_e2e_copy_of_constant_is_planned",
-    PROPAGATE + "test_e2e_skip_h2d_keeps_the_copy_of_a_constant",
+# Per commit that has tests on CPU: the cases that need it, which fail on stock.
+STOCK_FAILURES = {
+    "0001": {
+        EMIT + "test_emit_constant_not_in_cpu_memory_raises",
+        EMIT + "test_emit_constant_method_not_in_cpu_memory_raises",
+    },
+    "0002": {
+        BUNDLE + "test_bundle_tensors_on_device",
+        BUNDLE + "test_bundle_meta_expected_output",
+    },
+    "0003": {
+        XNNPACK + "test_model_on_meta_raises",
+        XNNPACK + "test_weight_in_meta_storage_raises",
+    },
+    "0004": {
+        VULKAN + "test_model_on_meta_raises",
+        VULKAN + "test_weight_in_meta_storage_raises",
+    },
+    "0005": {
+        PROPAGATE + "test_e2e_copy_of_constant_is_planned",
+        PROPAGATE + "test_e2e_skip_h2d_keeps_the_copy_of_a_constant",
+    },
 }
-DEVICE_CASES = {
-    EMIT + "test_emit_constant_on_device_raises",
-    EMIT + "test_emit_constant_method_on_device_raises",
-    BUNDLE + "test_bundle_tensors_on_device",
-    BUNDLE + "test_bundle_meta_expected_output",
-    XNNPACK + "test_weight_on_cuda_raises",
-    XNNPACK + "test_model_on_meta_raises",
-    VULKAN + "test_weight_on_cuda_raises",
-    VULKAN + "test_model_on_meta_raises",
-}
-STOCK_FAILURES = DEVICE_CASES | COPY_OF_CONSTANT
-# The cases whose device is the tests' stand-in for accelerator memory (the
-# others use meta), among them those that pass on stock too: they pin what
-# must not change, and fail if the stand-in loses its device.
+COMMITS = list(STOCK_FAILURES)
+# The cases whose storage is the tests' stand-in for accelerator memory (the
+# others use meta or fake tensors), among them one that passes on stock too:
+# it pins what must not change, and fails if the stand-in loses its device.
 STAND_IN_CASES = {
-    EMIT + "test_emit_constant_on_device_raises",
-    EMIT + "test_emit_constant_method_on_device_raises",
-    EMIT + "test_emit_empty_constant_on_device",
-    BUNDLE + "test_bundle_tensors_on_device",
-    XNNPACK + "test_weight_on_cuda_raises",
-    VULKAN + "test_weight_on_cuda_raises",
+    "0001": {
+        EMIT + "test_emit_constant_not_in_cpu_memory_raises",
+        EMIT + "test_emit_constant_method_not_in_cpu_memory_raises",
+        EMIT + "test_emit_empty_constant_not_in_cpu_memory",
+    },
+    "0002": {BUNDLE + "test_bundle_tensors_on_device"},
 }
 # test_emit.py's own skips, stock and patched.
 SKIPPED = {EMIT + "test_nested_return", EMIT + "test_emit_multiple_out"}
@@ -118,9 +124,9 @@ SKIPPED = {EMIT + "test_nested_return", EMIT + "test_emit_multiple_out"}
 BUILD_STOCK_FAILURES = {CUSTOM_OPS + "test_tensor_dispatched_as_cuda"}
 GPU_CASES = {CUSTOM_OPS + "test_cuda_tensor"}
 # What stock does where a case expects the guard: nothing at all, the bare
-# error of the unguarded read, or, for the device copy of a constant, the emitter's look for data it does not have, no
-# copy under skip_h2d_for_method_inputs (an error for a constant with two
-# users).
+# error of the unguarded read, or, for the device copy of a constant, the
+# emitter's look for data it does not have, no copy under
+# skip_h2d_for_method_inputs (an error for a constant with two users).
 STOCK_OUTCOMES = (
     r"AssertionError: \w+Error not raised",
     r"(ValueError: |Failed with error: )NULL pointer access",
@@ -163,27 +169,44 @@ def _run_all(
         return {key: future.result() for key, future in futures.items()}
 
 
+def _commit(number: str):
+    (entry,) = [e for e in SERIES if e.patch_path.name.startswith(number + "-")]
+    return entry
+
+
+def _pytest(*args: str) -> list:
+    return ["-m", "pytest", "-v", "-p", "no:cacheprovider", *args]
+
+
 @pytest.fixture(scope="module")
-def upstream_tree(tmp_path_factory):
-    """The series' tests laid out as in ExecuTorch's source tree."""
+def alone(tmp_path_factory) -> Dict[Tuple[str, str], subprocess.CompletedProcess]:
+    """(commit, run) -> its test modules under pytest, in a fresh interpreter:
+    on stock, patched with that commit alone, and patched with the stand-in
+    for device memory reporting CPU. Nothing of another commit is there."""
+    results = {}
+    for number in COMMITS:
+        root = write_commit_root(
+            REPO, _commit(number), tmp_path_factory.mktemp(f"commit-{number}")
+        )
+        tree = write_tree(upstream_tests(root, executorch_root()), root / "tree")
+        (tree / "lost_device.py").write_text(LOST_DEVICE_PLUGIN)
+        modules = series_test_modules(root, executorch_root())
+        jobs = {(e, "tests"): _pytest(*modules) for e in ("stock", "patched")}
+        if number in STAND_IN_CASES:
+            jobs[("patched", "lost device")] = _pytest("-p", "lost_device", *modules)
+        with Emitters(root, warm=False, upstream=True) as emitters:
+            for (emitter, run), proc in _run_all(emitters.run, jobs, tree).items():
+                results[(number, emitter if run == "tests" else run)] = proc
+    return results
+
+
+@pytest.fixture(scope="module")
+def build_run(emitters: Emitters, tmp_path_factory) -> subprocess.CompletedProcess:
+    """The C++ commit's test modules, on stock (the released library)."""
     tree = write_tree(
         upstream_tests(REPO, executorch_root()), tmp_path_factory.mktemp("upstream")
     )
-    (tree / "lost_device.py").write_text(LOST_DEVICE_PLUGIN)
-    return tree
-
-
-@pytest.fixture(scope="module")
-def runs(
-    emitters: Emitters, upstream_tree
-) -> Dict[Tuple[str, str], subprocess.CompletedProcess]:
-    """The upstream tests under plain pytest, in a fresh interpreter each; and
-    patched, with the stand-in for device memory reporting CPU."""
-    args = ["-m", "pytest", "-v", "-p", "no:cacheprovider", *MODULES]
-    jobs = {(e, "upstream"): args for e in ("stock", "patched")}
-    jobs[("patched", "lost device")] = ["-m", "pytest", "-p", "lost_device", *args[2:]]
-    jobs[("stock", "build")] = [*args[:5], *BUILD_MODULES]
-    return _run_all(emitters.run, jobs, upstream_tree)
+    return emitters.run("stock", _pytest(*BUILD_MODULES), cwd=tree)
 
 
 @pytest.fixture(scope="module")
@@ -199,7 +222,7 @@ def probes(emitters: Emitters) -> Dict[Tuple[str, str], subprocess.CompletedProc
     )
 
 
-def test_upstream_tests_are_the_series_tests(upstream_tree) -> None:
+def test_upstream_tests_are_the_series_tests(tmp_path) -> None:
     assert NEW_FILES == [
         "backends/cuda/tests/test_cuda_bundled_program.py",
         "backends/xnnpack/test/test_xnnpack_device_constants.py",
@@ -218,33 +241,80 @@ def test_upstream_tests_are_the_series_tests(upstream_tree) -> None:
         "backends/cuda/tests/test_cuda_export.py",
         "backends/cuda/tests/test_cuda_bundled_program.py",
     ]
-    modules = {
-        p.relative_to(upstream_tree).as_posix()
-        for p in upstream_tree.rglob("test_*.py")
-    }
+    tree = write_tree(upstream_tests(REPO, executorch_root()), tmp_path)
+    modules = {p.relative_to(tree).as_posix() for p in tree.rglob("test_*.py")}
     assert modules == {*MODULES, *BUILD_MODULES, *GPU_MODULES}
-    cuda_export = (upstream_tree / GPU_MODULES[0]).read_text()
+    cuda_export = (tree / GPU_MODULES[0]).read_text()
     assert "def test_export_without_partitioner_raises(self):" in cuda_export
     assert "def test_export_with_partitioner_from_cuda(self):" in cuda_export
 
 
-def test_stock_fails_every_device_case_as_a_test(runs) -> None:
-    run = runs[("stock", "upstream")]
+def test_each_commit_holds_its_own_tests(tmp_path) -> None:
+    """A commit's tests import nothing another commit adds or changes: its
+    series alone lays out exactly its own test modules, and no test helper."""
+    owned = []
+    for number in COMMITS:
+        root = write_commit_root(REPO, _commit(number), tmp_path / number)
+        files = upstream_tests(root, executorch_root())
+        modules = series_test_modules(root, executorch_root())
+        assert set(modules) <= set(files), number
+        owned += modules
+        assert all(Path(rel).name.startswith("test_") for rel in files), number
+    assert sorted(owned) == sorted(MODULES)
+
+
+@pytest.mark.parametrize("number", COMMITS)
+def test_each_commit_alone_passes_its_tests(alone, number: str) -> None:
+    run = alone[(number, "patched")]
+    assert run.returncode == 0, run.stdout + run.stderr
+    patched = pytest_outcomes(run.stdout)
+    assert STOCK_FAILURES[number] <= set(patched)
+    assert set(patched) == set(pytest_outcomes(alone[(number, "stock")].stdout))
+    for node, outcome in patched.items():
+        assert outcome == ("SKIPPED" if node in SKIPPED else "PASSED"), node
+
+
+@pytest.mark.parametrize("number", COMMITS)
+def test_stock_fails_each_commits_cases_as_tests(alone, number: str) -> None:
+    run = alone[(number, "stock")]
     output = run.stdout + run.stderr
     assert "Fatal Python error" not in output
     assert run.returncode == 1, output
     stock = pytest_outcomes(run.stdout)
-    assert {node for node, o in stock.items() if o == "FAILED"} == STOCK_FAILURES
-    assert {node for node, o in stock.items() if o == "SKIPPED"} == SKIPPED
-    others = {o for n, o in stock.items() if n not in STOCK_FAILURES | SKIPPED}
-    assert others == {"PASSED"}
+    assert {node for node, o in stock.items() if o == "FAILED"} == (
+        STOCK_FAILURES[number]
+    )
+    others = {n: o for n, o in stock.items() if n not in STOCK_FAILURES[number]}
+    for node, outcome in others.items():
+        assert outcome == ("SKIPPED" if node in SKIPPED else "PASSED"), node
+    # Each failure: no error at all, or the bare one the stock read gives.
+    # One section a failed test, or a failed subtest: "_ Name (pipeline=...) _".
+    sections = re.split(r"^_+ (\S+)(?: \(.*\))? _+$", run.stdout, flags=re.M)
+    failures = dict(zip(sections[1::2], sections[2::2]))
+    assert {f.split(".")[-1] for f in failures} == {
+        case.split("::")[-1] for case in STOCK_FAILURES[number]
+    }
+    for name, text in failures.items():
+        assert any(re.search(o, text) for o in STOCK_OUTCOMES), name
 
 
-def test_stock_fails_the_build_modules_device_cases_as_tests(runs) -> None:
+@pytest.mark.parametrize("number", list(STAND_IN_CASES))
+def test_a_stand_in_that_lost_its_device_fails_every_case_it_serves(
+    alone, number: str
+) -> None:
+    run = alone[(number, "lost device")]
+    outcome = pytest_outcomes(run.stdout)
+    assert STAND_IN_CASES[number] <= set(outcome)
+    for node in outcome:
+        expected = "FAILED" if node in STAND_IN_CASES[number] else "PASSED"
+        assert outcome[node] == ("SKIPPED" if node in SKIPPED else expected), node
+
+
+def test_stock_fails_the_build_modules_device_cases_as_tests(build_run) -> None:
     """The C++ commit's test on the released library, which registers its
     kernels for every device: it fails at the check that no kernel would run
     for CUDA, which names the library's ops, before any call."""
-    run = runs[("stock", "build")]
+    run = build_run
     output = run.stdout + run.stderr
     assert "Fatal Python error" not in output
     assert run.returncode == 1, output
@@ -254,44 +324,6 @@ def test_stock_fails_the_build_modules_device_cases_as_tests(runs) -> None:
     )
     assert {node for node, o in stock.items() if o == "SKIPPED"} == GPU_CASES
     assert re.search(r"AssertionError: Lists differ: \['llama::\w+', ", run.stdout)
-
-
-def test_stock_fails_for_want_of_the_guard(runs) -> None:
-    """Each failure: no error at all, or the bare one the stock read gives."""
-    stdout = runs[("stock", "upstream")].stdout
-    # One section a failed test, or a failed subtest: "_ Name (pipeline=...) _".
-    sections = re.split(r"^_+ (\S+)(?: \(.*\))? _+$", stdout, flags=re.M)
-    failures = dict(zip(sections[1::2], sections[2::2]))
-    assert len(failures) == len(STOCK_FAILURES)
-    stand_in = {case.split("::")[-1] for case in STAND_IN_CASES}
-    for name, text in failures.items():
-        if name.split(".")[-1] in stand_in:
-            # Stock reads a stand-in unguarded: its readable memory, or the
-            # NULL pointer of the bundled program's.
-            assert re.search(f"{STOCK_OUTCOMES[0]}|{STOCK_OUTCOMES[1]}", text), name
-        else:
-            assert any(re.search(o, text) for o in STOCK_OUTCOMES), name
-
-
-def test_patched_passes_every_case(runs) -> None:
-    run = runs[("patched", "upstream")]
-    assert run.returncode == 0, run.stdout + run.stderr
-    patched = pytest_outcomes(run.stdout)
-    assert set(patched) == set(pytest_outcomes(runs[("stock", "upstream")].stdout))
-    for node, outcome in patched.items():
-        assert outcome == ("SKIPPED" if node in SKIPPED else "PASSED"), node
-
-
-def test_a_stand_in_that_lost_its_device_fails_every_case_it_serves(runs) -> None:
-    run = runs[("patched", "lost device")]
-    outcome = pytest_outcomes(run.stdout)
-    assert len(STAND_IN_CASES) == 6
-    for node in outcome:
-        expected = "FAILED" if node in STAND_IN_CASES else "PASSED"
-        expected = "SKIPPED" if node in SKIPPED else expected
-        assert outcome[node] == expected, node
-    assert STAND_IN_CASES <= set(outcome)
-    assert re.search(r"AssertionError: 'cpu' != '(cuda|mps|xpu):0'", run.stdout)
 
 
 @pytest.mark.parametrize("probe", list(CRASH_SITES))
