@@ -15,16 +15,13 @@ host: an unguarded read kills the process with SIGSEGV exactly as on a real
 GPU, and a guarded one raises an error naming the device (exit code 1).
 """
 
-import contextlib
 import ctypes
 import math
 import sys
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Callable, Dict
 
 import torch
 from executorch_device_guard.fake_device import (
-    DeviceTensor,
-    fetch_reports_device,
     keep_device_claims,
     NoAccessMemory,
     on_device,
@@ -36,7 +33,8 @@ DEVICE = "cuda:0"
 
 
 def on_storage(tensor: torch.Tensor) -> torch.Tensor:
-    """A plain tensor whose storage reports DEVICE and whose data faults."""
+    """A plain tensor whose storage reports DEVICE and whose data faults. The
+    tensor itself reports cpu: each guard must check the storage it reads."""
     return on_device(tensor, DEVICE)
 
 
@@ -85,8 +83,7 @@ def emitter_initialized_mutable_buffer() -> None:
 def emitter_constant_method() -> None:
     from executorch.exir import to_edge
 
-    # The value reports its device, as a real device tensor does.
-    methods = {"get_scale": on_storage(torch.ones(3)).as_subclass(DeviceTensor)}
+    methods = {"get_scale": on_storage(torch.ones(3))}
     program = export(linear_relu(), (torch.ones(2, 4),))
     to_edge(program, constant_methods=methods).to_executorch()
 
@@ -119,37 +116,31 @@ def bundled_expected_output() -> None:
     print(f"bundled {len(data)} bytes, those of a CPU copy")
 
 
-def _lower(partitioner: object, fetch: Optional[Tuple[Any, str]] = None) -> None:
+def _lower(partitioner: object) -> None:
     from executorch.exir import to_edge_transform_and_lower
 
     # Before lowering, which reads the weights; lowering copies the program,
-    # and keep_device_claims() keeps the copies on the device. The delegate's
-    # fetch of a weight to serialize (``fetch``) reports its device.
+    # and keep_device_claims() keeps the copies on the device.
     program = export(linear_relu(), (torch.ones(2, 4),))
     program.state_dict["0.weight"] = on_storage(program.state_dict["0.weight"])
-    reports = fetch_reports_device(*fetch) if fetch else contextlib.nullcontext()
-    with keep_device_claims(), reports:
+    with keep_device_claims():
         to_edge_transform_and_lower(program, partitioner=[partitioner])
 
 
 def xnnpack_weight() -> None:
-    from executorch.backends.xnnpack.operators import node_visitor
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
         XnnpackPartitioner,
     )
 
-    _lower(XnnpackPartitioner(), (node_visitor, "get_param_tensor"))
+    _lower(XnnpackPartitioner())
 
 
 def vulkan_weight() -> None:
     from executorch.backends.vulkan.partitioner.vulkan_partitioner import (
         VulkanPartitioner,
     )
-    from executorch.backends.vulkan.serialization.vulkan_graph_builder import (
-        VkGraphBuilder,
-    )
 
-    _lower(VulkanPartitioner(), (VkGraphBuilder, "get_param_tensor"))
+    _lower(VulkanPartitioner())
 
 
 def mps_weight() -> None:
