@@ -44,15 +44,17 @@ def git(checkout: Path, *args: str) -> str:
 
 
 def _flags(series: Path) -> dict:
-    """Subject part of each patch name -> the flags its line had (e.g.
-    ``upstream-only``), which a rewrite keeps."""
+    """Subject part and number of each patch name -> the flags its line had
+    (e.g. ``upstream-only``), which a rewrite keeps: by subject, or by number
+    for a commit whose title changed."""
     flags = {}
     if series.is_file():
         for raw in series.read_text().splitlines():
             words = raw.split("#", 1)[0].split()
             if words:
                 kept = [w for w in words[1:] if w == "upstream-only"]
-                flags[words[0].split("-", 1)[1]] = kept
+                number, subject = words[0].split("-", 1)
+                flags[subject] = flags[number] = kept
     return flags
 
 
@@ -140,8 +142,9 @@ def main(checkout: Path, base: str) -> int:
                     capture_output=True,
                 ).stdout
             )
+        number, subject = path.name.split("-", 1)
         lines.append(
-            " ".join([path.name, *added, *flags.get(path.name.split("-", 1)[1], [])])
+            " ".join([path.name, *added, *flags.get(subject, flags.get(number, []))])
         )
     (patches / "series").write_text(HEADER + "\n".join(lines) + "\n")
     print("\n".join(lines))
