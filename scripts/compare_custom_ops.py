@@ -8,7 +8,7 @@
 each loaded in place of the wheel's in a throwaway copy of the installed
 ExecuTorch, side by side with the wheel's own library where it loads:
 
-- the custom-ops commit's test (extension/llm/custom_ops/test_device_tensors.py),
+- the custom-ops commit's test (extension/llm/custom_ops/test_cpu_kernels.py),
   and ExecuTorch's own tests of the custom ops that the wheel ships, each
   module a pytest process of its own;
 - every op of the library called on CPU (the sha256 of its outputs), on
@@ -42,7 +42,7 @@ from typing import Dict, List, Optional, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
 PROBE = REPO / "gpu" / "custom_ops_probe.py"
-NEW_TEST = "extension/llm/custom_ops/test_device_tensors.py"
+NEW_TEST = "extension/llm/custom_ops/test_cpu_kernels.py"
 LIBRARY = "extension/llm/custom_ops/libcustom_ops_aot_lib.so"
 # ExecuTorch's tests of the library's ops, as the wheel ships them (pytest.ini
 # leaves out test_preprocess_custom_ops.py, which defines the preprocess

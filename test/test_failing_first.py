@@ -81,7 +81,7 @@ VULKAN = (
     "backends/vulkan/test/test_vulkan_device_constants.py::"
     "TestVulkanDeviceConstants::"
 )
-CUSTOM_OPS = "extension/llm/custom_ops/test_device_tensors.py::DeviceTensorsTest::"
+CUSTOM_OPS = "extension/llm/custom_ops/test_cpu_kernels.py::CpuKernelsTest::"
 PROPAGATE = "exir/tests/test_propagate_device_pass.py::TestPropagateDevicePass::"
 # Per commit that has tests on CPU: the cases that need it, which fail on stock.
 STOCK_FAILURES = {
@@ -120,9 +120,8 @@ STAND_IN_CASES = {
 }
 # test_emit.py's own skips, stock and patched.
 SKIPPED = {EMIT + "test_nested_return", EMIT + "test_emit_multiple_out"}
-# The cases of BUILD_MODULES: stock fails the first; the second needs a GPU.
-BUILD_STOCK_FAILURES = {CUSTOM_OPS + "test_tensor_dispatched_as_cuda"}
-GPU_CASES = {CUSTOM_OPS + "test_cuda_tensor"}
+# The case of BUILD_MODULES, which stock fails.
+BUILD_STOCK_FAILURES = {CUSTOM_OPS + "test_kernels_are_registered_for_cpu_only"}
 # What stock does where a case expects the guard: nothing at all, the bare
 # error of the unguarded read, or, for the device copy of a constant, the
 # emitter's look for data it does not have, no copy under
@@ -227,7 +226,7 @@ def test_upstream_tests_are_the_series_tests(tmp_path) -> None:
         "backends/cuda/tests/test_cuda_bundled_program.py",
         "backends/xnnpack/test/test_xnnpack_device_constants.py",
         "backends/vulkan/test/test_vulkan_device_constants.py",
-        "extension/llm/custom_ops/test_device_tensors.py",
+        "extension/llm/custom_ops/test_cpu_kernels.py",
     ]
     assert MODULES == [
         "exir/emit/test/test_emit.py",
@@ -236,7 +235,7 @@ def test_upstream_tests_are_the_series_tests(tmp_path) -> None:
         "backends/xnnpack/test/test_xnnpack_device_constants.py",
         "backends/vulkan/test/test_vulkan_device_constants.py",
     ]
-    assert BUILD_MODULES == ["extension/llm/custom_ops/test_device_tensors.py"]
+    assert BUILD_MODULES == ["extension/llm/custom_ops/test_cpu_kernels.py"]
     assert GPU_MODULES == [
         "backends/cuda/tests/test_cuda_export.py",
         "backends/cuda/tests/test_cuda_bundled_program.py",
@@ -313,7 +312,7 @@ def test_a_stand_in_that_lost_its_device_fails_every_case_it_serves(
 def test_stock_fails_the_build_modules_device_cases_as_tests(build_run) -> None:
     """The C++ commit's test on the released library, which registers its
     kernels for every device: it fails at the check that no kernel would run
-    for CUDA, which names the library's ops, before any call."""
+    for CUDA, which names the library's ops."""
     run = build_run
     output = run.stdout + run.stderr
     assert "Fatal Python error" not in output
@@ -322,7 +321,6 @@ def test_stock_fails_the_build_modules_device_cases_as_tests(build_run) -> None:
     assert {node for node, o in stock.items() if o == "FAILED"} == (
         BUILD_STOCK_FAILURES
     )
-    assert {node for node, o in stock.items() if o == "SKIPPED"} == GPU_CASES
     assert re.search(r"AssertionError: Lists differ: \['llama::\w+', ", run.stdout)
 
 
