@@ -47,7 +47,6 @@ import importlib.metadata
 import importlib.util
 import os
 import posixpath
-import shlex
 import stat
 import sys
 from pathlib import Path
@@ -62,7 +61,7 @@ from typing import (
     Tuple,
 )
 
-from executorch_device_guard import bytecode, faults, lock
+from executorch_device_guard import bytecode, faults, lock, recovery
 from executorch_device_guard.confined import Changed, Package, read_file, Unsafe
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.patchset import (
@@ -151,7 +150,7 @@ def _distribution() -> Optional[importlib.metadata.Distribution]:
             "which release its executorch folder is cannot be told. Nothing was "
             "changed. Delete the one that is not the installed release's (pip "
             "left it, or it was copied in), or reinstall ExecuTorch: "
-            f"{_pip_command()}"
+            f"{recovery.command(Path(same[0]), None)}"
         )
     return found[0]
 
@@ -176,11 +175,20 @@ class Record:
     files: Optional[FrozenSet[str]]
 
 
-def _unreadable(what: str) -> GuardError:
+def _unreadable(
+    what: str, folder: Optional[Path] = None, version: Optional[str] = None
+) -> GuardError:
     return GuardError(
         f"{what}, so which files this ExecuTorch ships is unknown. Nothing was "
-        f"changed. Reinstall it: {_pip_command()}"
+        f"changed. Reinstall it: {recovery.command(folder, version)}"
     )
+
+
+def _named(folder: Path, version: Optional[str]) -> bool:
+    """Whether the dist-info folder's name bears out ``version``."""
+    named = folder.name[len("executorch-") : -len(".dist-info")]
+    same = named.replace("_", "-").lower() == (version or "").replace("_", "-").lower()
+    return folder.name.startswith("executorch-") and same
 
 
 def _read_record(dist: importlib.metadata.Distribution) -> Record:
@@ -192,9 +200,8 @@ def _read_record(dist: importlib.metadata.Distribution) -> Record:
     meta_path = folder / ("METADATA" if is_dist_info else "PKG-INFO")
     try:
         meta = read_file(meta_path)
-        record = read_file(folder / "RECORD") if is_dist_info else None
     except Unsafe as e:
-        raise _unreadable(str(e)) from e
+        raise _unreadable(str(e), folder) from e
     version = None
     if meta is not None:
         try:
@@ -202,8 +209,14 @@ def _read_record(dist: importlib.metadata.Distribution) -> Record:
             version = headers.get("Version")
         except (ValueError, LookupError) as e:
             why = f"{e.__class__.__name__}: {e}"
-            raise _unreadable(f"{meta_path} cannot be read ({why})") from e
+            raise _unreadable(f"{meta_path} cannot be read ({why})", folder) from e
         version = str(version).strip() if version is not None else None
+    # The release to reinstall, where METADATA and its folder's name agree.
+    pin = version if _named(folder, version) else None
+    try:
+        record = read_file(folder / "RECORD") if is_dist_info else None
+    except Unsafe as e:
+        raise _unreadable(str(e), folder, pin) from e
     if record is None:
         files = None
         if not is_dist_info:  # an egg-info: its own list of files
@@ -213,7 +226,8 @@ def _read_record(dist: importlib.metadata.Distribution) -> Record:
         rows = list(csv.reader(record.decode("utf-8").splitlines()))
     except (UnicodeDecodeError, csv.Error) as e:
         why = f"{e.__class__.__name__}: {e}"
-        raise _unreadable(f"{folder / 'RECORD'} cannot be read ({why})") from e
+        what = f"{folder / 'RECORD'} cannot be read ({why})"
+        raise _unreadable(what, folder, pin) from e
     hashes = {
         posixpath.normpath(row[0]): row[1] if len(row) > 1 else ""
         for row in rows
@@ -222,15 +236,17 @@ def _read_record(dist: importlib.metadata.Distribution) -> Record:
     if not version:
         raise GuardError(
             f"{meta_path} gives no Version, so which release this ExecuTorch is "
-            f"cannot be told. Nothing was changed. Reinstall it: {_pip_command()}"
+            "cannot be told. Nothing was changed. Reinstall it: "
+            f"{recovery.command(folder, None)}"
         )
     named = folder.name[len("executorch-") : -len(".dist-info")]
-    same = named.replace("_", "-").lower() == (version or "").replace("_", "-").lower()
-    if folder.name.startswith("executorch-") and version and not same:
+    ours = folder.name.startswith("executorch-")
+    if ours and version and not _named(folder, version):
         raise GuardError(
             f"{meta_path} says Version {version!r}, but its folder is named "
             f"for {named!r}, so which release this ExecuTorch is cannot be "
-            f"told. Nothing was changed. Reinstall it: {_pip_command()}"
+            "told. Nothing was changed. Reinstall it: "
+            f"{recovery.command(folder, None)}"
         )
     listed = hashes.get(f"{folder.name}/METADATA", "")
     if meta is not None and listed.startswith("sha256=") and listed != _digest(meta):
@@ -238,7 +254,7 @@ def _read_record(dist: importlib.metadata.Distribution) -> Record:
             f"{meta_path} is not the file that {folder / 'RECORD'} lists (its "
             "sha256 differs: edited after installation), so which release this "
             "ExecuTorch is cannot be told. Nothing was changed. Reinstall it: "
-            f"{_pip_command()}"
+            f"{recovery.command(folder, None)}"
         )
     return Record(folder, version, _in_package(hashes))
 
@@ -261,20 +277,21 @@ def executorch_version() -> Optional[str]:
     return _read_record(dist).version if dist is not None else None
 
 
-def _pip_command(version: Optional[str] = None) -> str:
-    pin = f"executorch=={version}" if version else "executorch"
-    words = [sys.executable, "-m", "pip", "install", "--force-reinstall"]
-    return shlex.join(words + ["--no-deps", pin])
-
-
 def reinstall_command() -> str:
-    """The pip command that puts ExecuTorch's own files back, quoted for a
-    shell whatever its path or version says."""
+    """The command that puts ExecuTorch's own files back where they are
+    installed (``recovery``), quoted for a shell whatever its path or
+    version says."""
     try:
-        version = executorch_version()
+        dist = _distribution()
+    except GuardError:
+        dist = None
+    if dist is None:
+        return recovery.command(None, None)
+    try:
+        version = _read_record(dist).version
     except GuardError:
         version = None
-    return _pip_command(version)
+    return recovery.command(_dist_info(dist), version)
 
 
 def executorch_root() -> Path:

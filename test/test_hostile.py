@@ -689,6 +689,9 @@ def test_a_hostile_version_is_quoted_in_the_recovery_command(tmp_path: Path) -> 
         "-m",
         "pip",
         "install",
+        "--target",  # the site is on PYTHONPATH, as pip install --target leaves it
+        str(site),
+        "--upgrade",
         "--force-reinstall",
         "--no-deps",
         f"executorch=={version}",
@@ -840,3 +843,67 @@ def test_a_name_with_a_newline_and_terminal_escapes_is_one_clean_line(
     one_line_error(result, "executorch-1.5.0\\n\\x1b[2J\\x1b[31mFAKE.dist-info")
     assert "\x1b" not in result.stderr
     assert snapshot(tmp_path) == before
+
+
+# Issue 34: the fourth attack (hostile-f78d3a2.md).
+
+
+def _recovery(status: str) -> list:
+    import shlex
+
+    line = next(x for x in status.splitlines() if "reinstall ExecuTorch: " in x)
+    return shlex.split(line.split("reinstall ExecuTorch: ", 1)[1])
+
+
+@pytest.mark.parametrize("how", ["target", "other-venv", "uv-venv", "uv-target"])
+def test_the_recovery_command_reinstalls_where_executorch_is(
+    tmp_path: Path, how: str
+) -> None:
+    """D5: the printed recovery command reinstalled into the tool's own
+    environment whatever the files said. ``pip install --target DIR`` with
+    PYTHONPATH=DIR needs ``--target DIR --upgrade``; another venv's
+    site-packages (reached through a .pth file) its own Python; a venv that
+    uv made (INSTALLER says uv, no pip in it) ``uv pip install``."""
+    if how.endswith("venv"):
+        venv = tmp_path / "venv"
+        site = make_site(venv / "lib" / "python3.11" / "site-packages")
+        (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+        (venv / "bin").mkdir()
+        (venv / "bin" / "python").symlink_to(sys.executable)
+        python = str(venv / "bin" / "python")
+    else:
+        site = make_site(tmp_path / "site")
+    if how.startswith("uv"):
+        (next(site.glob("*.dist-info")) / "INSTALLER").write_text("uv\n")
+    emitter = site / "executorch" / EMITTER
+    emitter.write_bytes(emitter.read_bytes().replace(b"\n", b"\r\n"))
+    status = cli(site, "status")
+    assert status.returncode == 0, status.stderr
+    tail = ["--no-deps", "executorch==1.5.1"]
+    expected = {
+        "target": [sys.executable, "-m", "pip", "install", "--target", str(site),
+                   "--upgrade", "--force-reinstall", *tail],
+        "other-venv": [python, "-m", "pip", "install", "--force-reinstall", *tail]
+        if how == "other-venv" else None,
+        "uv-venv": ["uv", "pip", "install", "--python", python, "--reinstall", *tail]
+        if how == "uv-venv" else None,
+        "uv-target": ["uv", "pip", "install", "--target", str(site), "--reinstall",
+                      *tail],
+    }[how]
+    assert _recovery(status.stdout) == expected, status.stdout
+    result = cli(site, "apply")
+    one_line_error(result)
+    assert _recovery(result.stderr) == expected
+
+
+def test_the_recovery_command_keeps_the_release_when_record_cannot_be_read(
+    tmp_path: Path, site: Path
+) -> None:
+    """D5: with RECORD not UTF-8, METADATA (and the folder's name) still give
+    the release; the command dropped the pin, and --no-deps would install
+    the newest ExecuTorch whatever torch it needs."""
+    record = next(site.glob("*.dist-info")) / "RECORD"
+    record.write_bytes(record.read_bytes() + b"executorch/\xff,,\n")
+    result = cli(site, "status")
+    one_line_error(result, f"{record} cannot be read")
+    assert result.stderr.rstrip().endswith(" executorch==1.5.1"), result.stderr
