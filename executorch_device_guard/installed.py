@@ -135,6 +135,16 @@ def _distribution() -> Optional[importlib.metadata.Distribution]:
     )
     if not found:
         return None
+    for dist in found:
+        archive = _archive(dist)
+        if archive is not None:
+            raise GuardError(
+                f"ExecuTorch is installed inside {archive} (a zip or egg file "
+                "on the path), which this tool cannot patch and `run` cannot "
+                "overlay. Nothing was changed. Take that file off PYTHONPATH "
+                "(or sys.path) and install ExecuTorch into site-packages: "
+                f"{recovery.command(None, _version_in(dist))}"
+            )
     here = os.path.realpath(_dist_info(found[0]).parent)
     same = sorted(
         {
@@ -153,6 +163,27 @@ def _distribution() -> Optional[importlib.metadata.Distribution]:
             f"{recovery.command(Path(same[0]), None)}"
         )
     return found[0]
+
+
+def _archive(dist: importlib.metadata.Distribution) -> Optional[str]:
+    """The zip or egg file that holds the distribution's metadata, when it is
+    not a folder on the file system (``importlib.metadata`` reads it through
+    ``zipfile.Path``); None for a folder."""
+    folder = getattr(dist, "_path", None)
+    if isinstance(folder, Path):
+        return None
+    path = str(folder if folder is not None else dist.locate_file(""))
+    for parent in [path, *(str(p) for p in Path(path).parents)]:
+        if os.path.isfile(parent):
+            return parent
+    return path
+
+
+def _version_in(dist: importlib.metadata.Distribution) -> Optional[str]:
+    try:
+        return dist.metadata.get("Version")
+    except Exception:  # whatever the archive holds
+        return None
 
 
 def _dist_info(dist: importlib.metadata.Distribution) -> Path:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import REPO
 from sites import (
     assert_only_targets_changed,
     cli,
@@ -846,6 +847,54 @@ def test_a_name_with_a_newline_and_terminal_escapes_is_one_clean_line(
 
 
 # Issue 34: the fourth attack (hostile-f78d3a2.md).
+
+
+def _zip(site: Path, dest: Path, egg: bool = False) -> Path:
+    """``site``'s package and metadata in a zip file, with folder entries, as
+    ``zip -r`` writes it (a namespace package imports from a zip only with
+    them); ``egg``: as an ``.egg``, its metadata in ``EGG-INFO/``."""
+    import zipfile
+
+    with zipfile.ZipFile(dest, "w") as archive:
+        for path in sorted(site.rglob("*")):
+            name = str(path.relative_to(site))
+            if egg and ".dist-info" in name:
+                continue
+            if path.is_dir():
+                archive.writestr(name + "/", "")
+            else:
+                archive.write(path, name)
+        if egg:
+            archive.writestr("EGG-INFO/", "")
+            archive.writestr(
+                "EGG-INFO/PKG-INFO",
+                "Metadata-Version: 2.1\nName: executorch\nVersion: 1.5.1\n",
+            )
+    return dest
+
+
+@pytest.mark.parametrize("command", ["status", "apply", "revert", "run", "check"])
+@pytest.mark.parametrize("how", ["zip", "egg", "zip-ahead-of-site"])
+def test_executorch_inside_a_zip_or_egg_is_one_line(
+    tmp_path: Path, site: Path, how: str, command: str
+) -> None:
+    """D1: importlib.metadata reads a zipped dist-info (or an egg's
+    EGG-INFO) through zipfile.Path: f78d3a2 ended in a TypeError traceback,
+    exit 1. Such an installation can be neither patched nor overlaid: one
+    line naming the file, exit 2, nothing changed."""
+    name = "executorch-1.5.1-py3.11.egg" if how == "egg" else "et.zip"
+    archive = _zip(site, tmp_path / name, egg=how == "egg")
+    path = [str(archive)] + ([str(site)] if how == "zip-ahead-of-site" else [])
+    if how != "zip-ahead-of-site":
+        shutil.rmtree(site)
+    env = {"PYTHONPATH": os.pathsep.join(path + [str(REPO)])}
+    before = snapshot(tmp_path)
+    args = ["check", "--paths", "emitter", "--devices", "cpu"]
+    args = args if command == "check" else _run_args(command)
+    result = cli(archive, *args, env=env)
+    one_line_error(result, f"ExecuTorch is installed inside {archive} ")
+    assert "Nothing was changed" in result.stderr
+    assert snapshot(tmp_path) == before
 
 
 def _recovery(status: str) -> list:
