@@ -350,12 +350,13 @@ def installed_root() -> Path:
             "with the Python of the environment that has it."
         )
     root = Path(dist.locate_file("executorch"))
-    files = _read_record(dist).files
-    if files is not None and not files:
+    found = _read_record(dist)
+    if _is_source(found):
         raise GuardError(
-            f"The installed executorch distribution lists no files in {root}: "
-            "it is an editable or source install. Patch that source tree with "
-            "`git am` instead (see `executorch-device-guard export`)."
+            f"The installed executorch distribution ({found.dist_info}) is an "
+            f"editable or source install of {_source_of(root)}: this tool does "
+            "not write into a source tree. Nothing was changed. Patch that tree "
+            "with `git am` instead (see `executorch-device-guard export`)."
         )
     if not (root / "exir").is_dir():
         raise GuardError(
@@ -363,6 +364,31 @@ def installed_root() -> Path:
             f"is installed. Reinstall it: {reinstall_command()}"
         )
     return root
+
+
+def _is_source(found: Record) -> bool:
+    """Whether the distribution is an editable or source install: a RECORD
+    that lists no file in the package (PEP 660: a ``.pth`` file and a
+    finder), or an egg-info folder without the list of files that an
+    installation writes (``installed-files.txt``), as ``setup.py develop``
+    and ``pip install -e`` without a pyproject.toml leave in the source tree
+    (found through an ``.egg-link`` or ``easy-install.pth``)."""
+    if found.files is not None and not found.files:
+        return True
+    folder = found.dist_info
+    return (
+        folder.name.endswith(".egg-info")
+        and folder.is_dir()
+        and not (folder / "installed-files.txt").exists()
+    )
+
+
+def _source_of(root: Path) -> str:
+    """The folder that ``import executorch`` loads (an editable install's
+    source tree, rather than a package folder that is not there)."""
+    spec = importlib.util.find_spec("executorch")
+    places = list((spec and spec.submodule_search_locations) or [])
+    return next((p for p in places if os.path.isdir(p)), str(root))
 
 
 def loaded_instead(root: Path) -> Optional[Tuple[str, str]]:

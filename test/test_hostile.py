@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Tuple
 
 import pytest
 
@@ -894,6 +895,84 @@ def test_executorch_inside_a_zip_or_egg_is_one_line(
     result = cli(archive, *args, env=env)
     one_line_error(result, f"ExecuTorch is installed inside {archive} ")
     assert "Nothing was changed" in result.stderr
+    assert snapshot(tmp_path) == before
+
+
+def _develop_install(tmp_path: Path, site: Path) -> Tuple[Path, Path]:
+    """``setup.py develop`` (or ``pip install -e`` of a checkout without a
+    pyproject.toml), written by hand as setuptools writes it: the package
+    and ``executorch.egg-info`` in the checkout, an ``.egg-link`` and
+    ``easy-install.pth`` in site-packages. Returns (site-packages, checkout)."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    shutil.move(str(site / "executorch"), checkout / "executorch")
+    shutil.rmtree(next(site.glob("*.dist-info")))
+    (checkout / "setup.py").write_text("from setuptools import setup\nsetup()\n")
+    info = checkout / "executorch.egg-info"
+    info.mkdir()
+    (info / "PKG-INFO").write_text(
+        "Metadata-Version: 2.1\nName: executorch\nVersion: 1.5.1\n"
+    )
+    sources = ["setup.py"] + [f"executorch/{rel}" for rel in TARGETS]
+    (info / "SOURCES.txt").write_text("\n".join(sources) + "\n")
+    (info / "top_level.txt").write_text("executorch\n")
+    (info / "dependency_links.txt").write_text("\n")
+    (site / "executorch.egg-link").write_text(f"{checkout}\n.")
+    (site / "easy-install.pth").write_text(f"{checkout}\n")
+    return site, checkout
+
+
+# Runs the CLI with ``sys.argv[1]`` added as a site folder (its .pth files
+# read), under ``python -S``: the only ExecuTorch is the one it leads to.
+_WITH_SITE = (
+    "import site, sys; site.addsitedir(sys.argv.pop(1)); "
+    "from executorch_device_guard.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+@pytest.mark.parametrize("command", ["status", "apply", "revert", "run"])
+def test_a_setup_py_develop_install_is_refused(
+    tmp_path: Path, site: Path, command: str
+) -> None:
+    """D2: f78d3a2 took a checkout installed by ``setup.py develop`` (an
+    egg-info without installed-files.txt, found through easy-install.pth)
+    for an installation, and apply rewrote the user's source tree. It is
+    refused, as a PEP 660 editable install is, naming the checkout."""
+    site, checkout = _develop_install(tmp_path, site)
+    before = snapshot(tmp_path)
+    result = cli(
+        tmp_path / "nowhere", "-c", _WITH_SITE, str(site), *_run_args(command),
+        python_flags=["-S"],
+        module=False,
+    )
+    one_line_error(
+        result,
+        f"({checkout / 'executorch.egg-info'}) is an editable or source install "
+        f"of {checkout / 'executorch'}",
+        "git am",
+    )
+    assert snapshot(tmp_path) == before
+
+
+def test_an_editable_install_names_its_source_tree(tmp_path: Path, site: Path) -> None:
+    """D2: a PEP 660 editable install's refusal named site-packages/executorch,
+    which is not there; it names the tree that ``import executorch`` loads."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    shutil.move(str(site / "executorch"), checkout / "executorch")
+    (info,) = site.glob("*.dist-info")
+    (info / "RECORD").write_text("__editable__.executorch-1.5.1.pth,,\n")
+    (site / "__editable__.executorch-1.5.1.pth").write_text(f"{checkout}\n")
+    before = snapshot(tmp_path)
+    for command in ("status", "apply"):
+        result = cli(
+            tmp_path / "nowhere", "-c", _WITH_SITE, str(site), command,
+            python_flags=["-S"],
+            module=False,
+        )
+        one_line_error(
+            result, f"is an editable or source install of {checkout / 'executorch'}:"
+        )
     assert snapshot(tmp_path) == before
 
 
