@@ -46,6 +46,7 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import os
+import pkgutil
 import posixpath
 import stat
 import sys
@@ -391,14 +392,30 @@ def _source_of(root: Path) -> str:
     return next((p for p in places if os.path.isdir(p)), str(root))
 
 
+def _holds(place: str, top: str) -> bool:
+    """Whether ``import executorch.TOP`` finds something at ``place``, one of
+    ``executorch``'s locations: a folder there, or what the importer of a
+    place that is no folder (a zip file's ``x.zip/executorch``) finds."""
+    if os.path.exists(os.path.join(place, top)):
+        return True
+    if os.path.isdir(place):
+        return False
+    try:
+        finder = pkgutil.get_importer(place)
+        return finder is not None and finder.find_spec(f"executorch.{top}") is not None
+    except Exception:  # an importer that cannot answer finds nothing here
+        return False
+
+
 def loaded_instead(root: Path) -> Optional[Tuple[str, str]]:
     """``(top, folder)`` when ``import executorch.TOP`` here loads ``folder``
-    (None: nothing) instead of ``root``, the installed package; else None."""
+    (None: nothing) instead of ``root``, the installed package; else None.
+    ``folder`` may be a place in a zip file."""
     spec = importlib.util.find_spec("executorch")
     locations = list((spec and spec.submodule_search_locations) or [])
     for top in (t for t in _TOP_LEVEL if (root / t).exists()):
         # A namespace portion earlier on sys.path wins, one subpackage at a time.
-        first = next((p for p in locations if (Path(p) / top).exists()), None)
+        first = next((p for p in locations if _holds(p, top)), None)
         if first is None or os.path.realpath(first) != os.path.realpath(root):
             return top, first
     return None

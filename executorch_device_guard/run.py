@@ -113,12 +113,23 @@ _FORWARDED = [getattr(signal, name) for name in _NAMES if hasattr(signal, name)]
 # Linux's si_code for a signal the kernel sent (a terminal's Ctrl-C, a hangup).
 _SI_KERNEL = 0x80
 
-# Where ``import executorch.exir`` would come from, without importing it.
+# Where ``import executorch.exir`` would come from, without importing it: a
+# folder, or a place in a zip file (as its importer finds it).
 _WHERE = """
-import importlib.util, json, os, sys
+import importlib.util, json, os, pkgutil, sys
 spec = importlib.util.find_spec("executorch")
 places = list((spec and spec.submodule_search_locations) or [])
-first = next((p for p in places if os.path.isdir(os.path.join(p, "exir"))), None)
+def holds(place):
+    if os.path.isdir(os.path.join(place, "exir")):
+        return True
+    if os.path.isdir(place):
+        return False
+    try:
+        finder = pkgutil.get_importer(place)
+        return finder is not None and finder.find_spec("executorch.exir") is not None
+    except Exception:
+        return False
+first = next((p for p in places if holds(p)), None)
 with open(sys.argv[1], "w") as f:
     json.dump(first, f)
 """

@@ -1035,3 +1035,36 @@ def test_the_recovery_command_keeps_the_release_when_record_cannot_be_read(
     result = cli(site, "status")
     one_line_error(result, f"{record} cannot be read")
     assert result.stderr.rstrip().endswith(" executorch==1.5.1"), result.stderr
+
+
+def _shadow_zip(tmp_path: Path) -> Path:
+    """A zip holding only an ``executorch/exir`` package, no metadata."""
+    import zipfile
+
+    shadow = tmp_path / "shadow.zip"
+    with zipfile.ZipFile(shadow, "w") as archive:
+        archive.writestr("executorch/", "")
+        archive.writestr("executorch/exir/", "")
+        archive.writestr("executorch/exir/__init__.py", "print('NOT PATCHED')\n")
+    return shadow
+
+
+@pytest.mark.parametrize("command", ["status", "apply", "revert", "run"])
+def test_a_zipped_executorch_ahead_on_the_path_is_a_shadow(
+    tmp_path: Path, site: Path, command: str
+) -> None:
+    """N3: `import executorch.exir` loads a zip's exir/ that comes first on
+    PYTHONPATH (executorch is a namespace package): f78d3a2 looked for
+    folders only, so apply went ahead and status said "Patched.". It is
+    refused as any shadow is."""
+    shadow = _shadow_zip(tmp_path)
+    env = {"PYTHONPATH": os.pathsep.join([str(shadow), str(site), str(REPO)])}
+    before = snapshot(tmp_path)
+    result = cli(site, *_run_args(command), env=env)
+    one_line_error(
+        result,
+        f"`import executorch.exir` here loads {shadow / 'executorch'}/exir, not "
+        "the installed ExecuTorch",
+    )
+    assert "NOT PATCHED" not in result.stdout
+    assert snapshot(tmp_path) == before
