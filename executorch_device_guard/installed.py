@@ -757,6 +757,8 @@ class Survey:
     legacy_state: bool
     bytecode: Dict[str, Bytecode]
     look_alikes: List[str] = dataclasses.field(default_factory=list)
+    # Why leftovers cannot be removed (a flagged folder), and the way out.
+    pinned: List[Tuple[str, str]] = dataclasses.field(default_factory=list)
 
     def count(self, state: FileState) -> int:
         return sum(i.state is state for i in self.files.values())
@@ -854,7 +856,14 @@ class Survey:
                     "belongs. Remove it, then"
                 )
             lines = [f"{state} {then}"]
-        if self.leftovers:
+        if self.leftovers and self.pinned:
+            why, way_out = self.pinned[0]
+            lines.append(
+                f"{len(self.leftovers)} temporary file(s) left by an interrupted "
+                f"run, which stay: {why}. To go on, {way_out}; the next `apply` "
+                "or `revert` then removes them."
+            )
+        elif self.leftovers:
             lines.append(
                 f"{len(self.leftovers)} temporary file(s) left by an interrupted "
                 "run; the next `apply` or `revert` removes them."
@@ -914,7 +923,20 @@ def _survey(
         if i.state in (FileState.STOCK, FileState.PATCHED)
     }
     leftovers, look_alikes = _leftovers(package, files)
-    return Survey(package.root, files, leftovers, legacy, cached, look_alikes)
+    pinned = [why for why in map(_pinned_or_none(package), leftovers) if why]
+    return Survey(
+        package.root, files, leftovers, legacy, cached, look_alikes, pinned=pinned
+    )
+
+
+def _pinned_or_none(package: Package) -> Callable[[str], Optional[Tuple[str, str]]]:
+    def pinned(rel: str) -> Optional[Tuple[str, str]]:
+        try:
+            return package.pinned(rel)
+        except (OSError, Unsafe):
+            return None
+
+    return pinned
 
 
 def _leftovers(
@@ -995,6 +1017,19 @@ class Change:
     removed: List[str]
     stale: List[str] = dataclasses.field(default_factory=list)
     bytecode: List[str] = dataclasses.field(default_factory=list)
+
+
+def _remove(package: Package, rel: str) -> bool:
+    """``package.remove``, with a failure named in one line: nothing was
+    changed yet, since removals come before any file is replaced."""
+    try:
+        return package.remove(rel)
+    except OSError as e:
+        raise GuardError(
+            f"Cannot remove {package.root / rel} ({e.strerror or e}). Nothing "
+            "else was changed. Fix the cause (or remove it yourself), then run "
+            "the command again."
+        ) from e
 
 
 def _say_waiting(root: Path, who: str) -> None:
@@ -1109,8 +1144,14 @@ def _change(
                     "environment you can write to, e.g. a virtual environment "
                     "you own."
                 )
-        removed = [rel for rel in removals if package.remove(rel)]
-        gone = [rel for rel in stale if package.remove(rel)]
+            pinned = package.pinned(rel)
+            if pinned:
+                raise GuardError(
+                    f"{pinned[0]}. Nothing was changed. To go on, {pinned[1]}, "
+                    "then run the command again."
+                )
+        removed = [rel for rel in removals if _remove(package, rel)]
+        gone = [rel for rel in stale if _remove(package, rel)]
         written: List[str] = []
         for rel in todo:
             inspection = found.files[rel]

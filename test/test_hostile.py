@@ -1037,6 +1037,57 @@ def test_the_recovery_command_keeps_the_release_when_record_cannot_be_read(
     assert result.stderr.rstrip().endswith(" executorch==1.5.1"), result.stderr
 
 
+def _chattr(flag: str, path: Path) -> bool:
+    import subprocess
+
+    try:
+        done = subprocess.run(["chattr", flag, str(path)], capture_output=True)
+    except OSError:
+        return False
+    return done.returncode == 0
+
+
+def test_an_append_only_folder_is_named_with_the_way_out(
+    tmp_path: Path, site: Path
+) -> None:
+    """D6: in an append-only folder (chattr +a) a file can be created but not
+    renamed over or removed: f78d3a2's revert failed half-way, left its
+    temporary file and the folder a new time, and every later run printed a
+    bare "[Errno 1] ... '._emitter.py.device-guard....tmp'". The flag is
+    seen first: one line naming the folder and `chattr -a`, nothing
+    changed; status says why a leftover stays."""
+    if os.geteuid() != 0:
+        pytest.skip("chattr needs root")
+    assert cli(site, "apply").returncode == 0
+    emit = site / "executorch" / "exir" / "emit"
+    leftover = emit / (
+        "._emitter.py.device-guard.0123456789abcdef.1.0123456789abcdef.tmp"
+    )
+    leftover.write_bytes(b"x")
+    if not _chattr("+a", emit):
+        pytest.skip("no append-only flag on this file system")
+    try:
+        mtime = os.stat(emit).st_mtime_ns
+        before = snapshot(tmp_path)
+        for command in ("revert", "apply"):
+            one_line_error(
+                cli(site, command),
+                f"{emit} is append-only, so this tool cannot replace or remove "
+                "files in it. Nothing was changed.",
+                f"(chattr -a {emit}, as root)",
+            )
+            assert snapshot(tmp_path) == before
+            assert os.stat(emit).st_mtime_ns == mtime
+        status = cli(site, "status")
+        assert status.returncode == 0, status.stderr
+        assert f"1 temporary file(s) left by an interrupted run, which stay: {emit} " \
+            "is append-only" in status.stdout, status.stdout
+    finally:
+        _chattr("-a", emit)
+    assert cli(site, "revert").returncode == 0
+    assert not leftover.exists()
+
+
 def _shadow_zip(tmp_path: Path) -> Path:
     """A zip holding only an ``executorch/exir`` package, no metadata."""
     import zipfile
