@@ -757,6 +757,8 @@ class Survey:
     legacy_state: bool
     bytecode: Dict[str, Bytecode]
     look_alikes: List[str] = dataclasses.field(default_factory=list)
+    # Who held the package folder's lock when it was read without it.
+    unlocked: Optional[str] = None
     # Why leftovers cannot be removed (a flagged folder), and the way out.
     pinned: List[Tuple[str, str]] = dataclasses.field(default_factory=list)
 
@@ -905,6 +907,13 @@ class Survey:
                 f"{self.unsafe()[0]}: where a module's cached bytecode belongs, "
                 "so apply and revert refuse. Remove it."
             )
+        if self.unlocked:
+            lines.append(
+                f"Read without the lock on {self.root}, which {self.unlocked} "
+                "held longer than status waits: if that process is changing "
+                "these files, what is above may already be out of date. Run "
+                "status again once it has ended."
+            )
         return lines
 
 
@@ -965,8 +974,11 @@ def _locked(
     waiting: Callable[[Path, str], None],
     shared: bool = False,
     wait: float = lock.DEFAULT_WAIT,
-) -> Iterator[Package]:
-    """The package folder at ``root``, opened and locked.
+    read_anyway: bool = False,
+) -> Iterator[Tuple[Package, Optional[str]]]:
+    """The package folder at ``root``, opened and locked, and None; with
+    ``read_anyway``, once ``wait`` is over, opened and not locked, and who
+    holds the lock.
 
     The lock is taken on the folder opened, so a folder that was moved away
     while the run waited (as a pip reinstall does) would be read or patched
@@ -978,11 +990,16 @@ def _locked(
         with (
             Package(root) as package,
             lock.hold(
-                package.fd, root, lambda who: waiting(root, who), shared, wait
-            ),
+                package.fd,
+                root,
+                lambda who: waiting(root, who),
+                shared,
+                wait,
+                read_anyway,
+            ) as busy,
         ):
             if not package.moved():
-                yield package
+                yield package, busy
                 return
     raise GuardError(
         f"{root} was replaced by another folder {_ATTEMPTS} times while this "
@@ -996,12 +1013,18 @@ def survey(
     targets: Dict[str, List[FilePatch]],
     waiting: Optional[Callable[[Path, str], None]] = None,
     wait: float = lock.DEFAULT_WAIT,
+    read_anyway: bool = False,
 ) -> Survey:
     """Reads the state of the installation, writing nothing; waits up to
     ``wait`` seconds for a running ``apply`` or ``revert`` to finish first (a
-    shared lock)."""
-    with _locked(root, waiting or _say_waiting, True, wait) as package:
-        return _survey(package, targets, record(root))
+    shared lock), then raises GuardError, or, with ``read_anyway``, reads
+    without the lock (``Survey.unlocked`` names who held it)."""
+    with _locked(root, waiting or _say_waiting, True, wait, read_anyway) as (
+        package,
+        busy,
+    ):
+        found = _survey(package, targets, record(root))
+        return dataclasses.replace(found, unlocked=busy)
 
 
 def status(root: Path, targets: Dict[str, List[FilePatch]]) -> Dict[str, FileState]:
@@ -1068,7 +1091,7 @@ def _change(
     wait: float,
 ) -> Change:
     faults.check()
-    with _locked(root, waiting, wait=wait) as package:
+    with _locked(root, waiting, wait=wait) as (package, _):
         found = _survey(package, targets, record(root))
         shadowed = found.shadowed()
         if shadowed:
