@@ -162,17 +162,18 @@ def run_command(
     tempdirs.remove_abandoned(PREFIX, _CONTENTS, outside=executorch)
     folder = tempdirs.make(PREFIX, outside=executorch, locked=True)
     try:
-        overlay = build_overlay(
-            executorch, targets, folder / "patched", patched=True, found=found
-        )
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(overlay)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
-        )
-        env.update(NO_BYTECODE)
-        _check_import(env, overlay, folder)
-        marker = folder / "imported"
-        watched = _add_import_marker(overlay)
+        with tempdirs.writing(folder):
+            overlay = build_overlay(
+                executorch, targets, folder / "patched", patched=True, found=found
+            )
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(
+                [str(overlay)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+            )
+            env.update(NO_BYTECODE)
+            _check_import(env, overlay, folder)
+            marker = folder / "imported"
+            watched = _add_import_marker(overlay)
         if watched:
             env[IMPORTED_ENV] = str(marker)
         code = _run(command, env, keep=tempdirs.lock_of(folder))

@@ -285,21 +285,22 @@ class Emitters:
         self._lock = threading.Lock()
         self.base = tempdirs.make("device-guard-", outside=installed)
         try:
-            self.paths = {
-                name: build_overlay(
-                    installed,
-                    targets,
-                    self.base / name,
-                    name == "patched",
-                    found,
-                    support,
-                )
-                for name in EMITTERS
-            }
-            for name in EMITTERS:
-                self.env(name)  # refuses a path PYTHONPATH cannot hold
-            self._cases = self.base / "cases"
-            self._cases.mkdir()
+            with tempdirs.writing(self.base):
+                self.paths = {
+                    name: build_overlay(
+                        installed,
+                        targets,
+                        self.base / name,
+                        name == "patched",
+                        found,
+                        support,
+                    )
+                    for name in EMITTERS
+                }
+                for name in EMITTERS:
+                    self.env(name)  # refuses a path PYTHONPATH cannot hold
+                self._cases = self.base / "cases"
+                self._cases.mkdir()
         except BaseException:
             tempdirs.remove(self.base)
             raise

@@ -9,7 +9,10 @@
 ``check`` and ``run`` put their overlays in a temporary folder that goes on
 ``PYTHONPATH``, so its path must not hold ``os.pathsep``: a ``TMPDIR`` such as
 ``/tmp/a:b`` would split it in two and the child would import the stock
-ExecuTorch. Such a ``TMPDIR`` is refused (GuardError).
+ExecuTorch. Such a ``TMPDIR`` is refused (GuardError), and so is one whose
+path is not UTF-8 (``/tmp/caf\xe9``), from which torch cannot load
+ExecuTorch's files. A folder that cannot be written (a full disk) is named
+in one line (``writing``).
 
 A SIGINT, SIGTERM or SIGHUP that arrives while a folder is being created or
 removed waits until that is done (``holding``) and is then raised as
@@ -163,9 +166,32 @@ def temp_root(outside: Optional[Path] = None) -> str:
             "a path on PYTHONPATH, so the overlay could not come first: set "
             f"TMPDIR to a folder whose path has no {os.pathsep!r}."
         )
+    try:
+        root.encode("utf-8")
+    except UnicodeEncodeError:
+        raise GuardError(
+            f"the temporary folder {root} is not a UTF-8 path, and torch cannot "
+            "load ExecuTorch's files from such a path: set TMPDIR to a folder "
+            "whose path is UTF-8. Nothing was run."
+        ) from None
     if outside is not None and _inside(root, outside):
         raise _inside_error(root, outside)
     return root
+
+
+@contextlib.contextmanager
+def writing(folder: Path) -> Iterator[None]:
+    """Turns a failed write under ``folder``, made by ``make`` (a full
+    disk, a quota), into one line naming the temporary folder that holds it
+    and the way out (GuardError); ``folder`` is removed by its owner."""
+    try:
+        yield
+    except OSError as e:
+        raise GuardError(
+            f"Cannot write the overlay into the temporary folder {folder.parent} "
+            f"({e.strerror or e}): free space there, or set TMPDIR to another "
+            "folder. Nothing was run."
+        ) from e
 
 
 def make(prefix: str, outside: Optional[Path] = None, locked: bool = False) -> Path:
@@ -173,7 +199,14 @@ def make(prefix: str, outside: Optional[Path] = None, locked: bool = False) -> P
     ``lock_of``); a signal during its creation removes it again."""
     root = temp_root(outside)
     with holding() as held:
-        path = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+        try:
+            path = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+        except OSError as e:
+            raise GuardError(
+                f"Cannot make a folder in the temporary folder {root} "
+                f"({e.strerror or e}): free space there, or set TMPDIR to "
+                "another folder you can write to. Nothing was run."
+            ) from e
         _live.add(path)
         if locked and fcntl is not None:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))

@@ -828,3 +828,62 @@ def test_the_next_run_removes_what_a_killed_run_left(tmp_path: Path, tmp_env) ->
         "device-guard-run-mine1234",
         "device-guard-run-young123",
     ]
+
+
+# Issue 34: the fourth attack (hostile-f78d3a2.md).
+
+
+@pytest.mark.parametrize(
+    "args", [["run", "--", "true"], ["check", "--paths", "emitter"]]
+)
+def test_a_tmpdir_that_is_not_utf8_is_refused(tmp_path: Path, args) -> None:
+    """N1: torch cannot load ExecuTorch's files from a path that is not
+    UTF-8: f78d3a2's run broke the command, and check ran every export to
+    end in NO VERDICT. Refused up front, one line naming it."""
+    tmpdir = os.fsencode(tmp_path) + b"/caf\xe9"
+    os.mkdir(tmpdir)
+    env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=os.fsdecode(tmpdir))
+    result = guard(*args, env=env, timeout=300)
+    one_line(result, 2, "/caf\\xe9 is not a UTF-8 path", "set TMPDIR")
+    assert os.listdir(tmpdir) == []
+
+
+@pytest.fixture
+def full_tmpdir(tmp_path: Path):
+    """A TMPDIR on a 512 KiB tmpfs, filled (needs root)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    full = tmp_path / "full"
+    full.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(full)],
+        capture_output=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr!r}")
+    try:
+        with open(full / "fill", "wb", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+            except OSError:
+                pass
+        yield full
+    finally:
+        subprocess.run(["umount", str(full)], check=True)
+
+
+@pytest.mark.parametrize(
+    "args", [["run", "--", "true"], ["check", "--paths", "emitter", "--devices", "cpu"]]
+)
+def test_a_full_tmpdir_is_named(full_tmpdir: Path, args) -> None:
+    """D6 (a): f78d3a2 said only "[Errno 28] No space left on device". One
+    line names the temporary folder and the way out; for check, exit 2 (a
+    refusal before any export), as for a TMPDIR it cannot use otherwise."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(full_tmpdir))
+    result = guard(*args, env=env, timeout=300)
+    one_line(
+        result, 2, f"temporary folder {full_tmpdir} (No space left on device)",
+        "set TMPDIR to another folder",
+    )
+    assert os.listdir(full_tmpdir) == ["fill"]
