@@ -833,6 +833,50 @@ def test_the_next_run_removes_what_a_killed_run_left(tmp_path: Path, tmp_env) ->
 # Issue 34: the fourth attack (hostile-f78d3a2.md).
 
 
+NOTE_FAILED = (
+    "executorch-device-guard: note: a process of this command started importing "
+    "ExecuTorch from the patched overlay, but no process finished that import"
+)
+
+
+def test_an_import_of_the_overlay_that_failed_is_not_blamed_on_pythonpath(
+    tmp_env,
+) -> None:
+    """N2: the command imported the overlay's ExecuTorch, and that import
+    failed (here torch is missing): f78d3a2's note blamed python -I, env -u
+    PYTHONPATH or a venv activation. It says the import failed."""
+    code = "import sys; sys.modules['torch'] = None; import executorch.exir"
+    result = guard("run", "--", sys.executable, "-c", code, env=tmp_env)
+    assert result.returncode == 1, result.stderr
+    assert "/patched/executorch/exir/__init__.py" in result.stderr
+    notes = [x for x in result.stderr.splitlines() if x.startswith("executorch-device")]
+    assert len(notes) == 1 and notes[0].startswith(NOTE_FAILED), result.stderr
+    assert "PYTHONPATH" not in notes[0]
+    assert overlays_in(tmp_env) == []
+
+
+def test_the_import_markers_keep_every_line_number() -> None:
+    """The start marker takes the place of a blank line after the docstring
+    and __future__ imports, outside any statement; the end code is appended."""
+    from executorch_device_guard.run import with_markers
+
+    text = (
+        b'"""Doc."""\n\nfrom __future__ import annotations\n\nx = (\n\n    1)\n\n'
+        b"@dec\n\ndef f():\n    pass\n"
+    )
+    marked = with_markers(text)
+    lines, old = marked.splitlines(), text.splitlines()
+    assert lines[3].startswith(b"exec(") and lines[:3] == old[:3], marked
+    assert lines[4 : len(old)] == old[4:]
+    compile(marked, "x", "exec")
+    # No blank line outside a statement after the header: none is taken.
+    inside = b'"""Doc."""\nx = (\n\n    1)\n'
+    assert with_markers(inside).splitlines()[: len(inside.splitlines())] == (
+        inside.splitlines()
+    )
+    assert with_markers(b"x = 1\n").splitlines()[0] == b"x = 1"  # no blank line
+
+
 @pytest.mark.parametrize(
     "args", [["run", "--", "true"], ["check", "--paths", "emitter"]]
 )
