@@ -117,11 +117,13 @@ def holder(fd: Optional[int]) -> str:
             pids.append((words[5] != device, words[4]))
     for _, pid in sorted(pids):
         if pid.isdigit() and int(pid) > 0 and int(pid) != os.getpid():
-            return _process(int(pid))
+            return describe(int(pid))
     return unknown
 
 
-def _process(pid: int) -> str:
+def describe(pid: int) -> str:
+    """Process ``pid`` in words: "another executorch-device-guard (process
+    N)", or "process N (COMMAND)", its command line shortened."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             words = f.read().split(b"\0")

@@ -33,8 +33,11 @@ be executed, 127 if it is not found.
 The temporary folder is never inside the installed package (a ``TMPDIR``
 there, or ``TMPDIR=.`` inside it, is refused before anything is written
 there, see ``tempdirs``), and it is locked while the command runs (the command
-inherits the lock): a folder of a ``run`` killed by SIGKILL, once no process
-holds its lock, is removed by the next ``run``.
+inherits the lock). It stays while any process that the command started
+lives (``users``: a background worker, a daemon that closed its descriptors):
+``run`` then returns the command's exit code and says in one line that the
+folder stays; the next ``run`` removes it once no process holds its lock or
+has it in its environment, also after a SIGKILL of ``run``.
 
 ``run`` inside ``run`` (a script that wraps its export in ``run``, itself run
 under ``run``) finds the outer overlay first on its path; it runs the command
@@ -66,7 +69,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from executorch_device_guard import installed, lock, signals, tempdirs
+from executorch_device_guard import installed, lock, signals, tempdirs, users
 from executorch_device_guard.confined import read_file, Unsafe
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.overlay import (
@@ -174,6 +177,7 @@ def run_command(
         return _run(command, dict(os.environ))
     tempdirs.remove_abandoned(PREFIX, _CONTENTS, outside=executorch)
     folder = tempdirs.make(PREFIX, outside=executorch, locked=True)
+    kept = False
     try:
         with tempdirs.writing(folder):
             overlay = build_overlay(
@@ -191,12 +195,20 @@ def run_command(
             env[IMPORTED_ENV] = str(marker)
             env[STARTED_ENV] = str(started)
         code = _run(command, env, keep=tempdirs.lock_of(folder))
-        if watched and code not in (126, 127) and not marker.exists():
+        left = users.of(folder)
+        if left:
+            # Processes of the command that still run may import from it
+            # (whether they do is not known yet: no note on the markers).
+            kept = True
+            tempdirs.keep(folder)
+            print(_still_used(folder, left), file=sys.stderr, flush=True)
+        elif watched and code not in (126, 127) and not marker.exists():
             failed = started.exists()
             print(_failed() if failed else _not_imported(), file=sys.stderr, flush=True)
         return code
     finally:
-        tempdirs.remove(folder)
+        if not kept:
+            tempdirs.remove(folder)
 
 
 def _marked(executorch: Path) -> Dict[str, bytes]:
@@ -287,6 +299,19 @@ def _failed() -> str:
         "executorch-device-guard: note: a process of this command started "
         "importing ExecuTorch from the patched overlay, but no process finished "
         "that import (it failed: its error is above), so the fix was not in play."
+    )
+
+
+def _still_used(folder: Path, pids: List[int]) -> str:
+    who = lock.describe(pids[0])
+    if len(pids) > 1:
+        who += f" and {len(pids) - 1} more that it started still run"
+    else:
+        who += ", which it started, still runs"
+    return (
+        f"executorch-device-guard: note: the command ended, but {who} with the "
+        f"patched overlay on PYTHONPATH, so {folder} stays; the next `run` "
+        "removes it once no such process is left."
     )
 
 

@@ -29,7 +29,11 @@ while it is in use, by a descriptor that the command inherits
 removes, in the temporary folder, exactly those of its names (the prefix and
 ``mkdtemp``'s 8 characters) that are this user's real folders, older than a
 minute, holding nothing but what ``run`` puts there, whose lock no process
-holds. And a folder is never made inside
+holds and that no live process still uses: on Linux, a process whose
+environment names the folder (its path is on the ``PYTHONPATH`` that the
+tool gave its command, which every process it starts inherits, whether it
+closed its descriptors or left the session; ``users``). And a folder is
+never made inside
 ``outside`` (the installed package): a ``TMPDIR`` there is refused, before
 anything is written. The temporary folder is found as ``tempfile`` finds it
 (``TMPDIR``, ``TEMP``, ``TMP``, the system's, the current folder) but
@@ -56,6 +60,7 @@ try:
 except ImportError:  # Windows: no locked folders, none removed
     fcntl = None  # type: ignore[assignment]
 
+from executorch_device_guard import users as _users
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.signals import Interrupted
 
@@ -233,6 +238,13 @@ def remove(path: Path) -> None:
     held.raise_first()
 
 
+def keep(path: Path) -> None:
+    """Leaves ``path`` where it is, unlocked, for ``remove_abandoned`` of a
+    later run: processes that outlive its owner still use it."""
+    _live.discard(path)
+    _unlock(path)
+
+
 def remove_all() -> None:
     """Removes every folder ``make`` made that is still there."""
     with holding():
@@ -254,8 +266,9 @@ def remove_abandoned(
     """Removes the locked folders named ``prefix`` + 8 characters that a
     SIGKILL left in the temporary folder (refused, as for ``make``, if it is
     inside ``outside``): this user's real folders, settled, holding only
-    names in ``contents``, whose lock no process holds (their command ended
-    too). Returns them."""
+    names in ``contents``, whose lock no process holds and that no live
+    process uses (``users.of``: one that the command started with the
+    folder on its ``PYTHONPATH``). Returns them."""
     if fcntl is None or not hasattr(os, "geteuid"):
         return []
     root = temp_root(outside)
@@ -291,6 +304,8 @@ def remove_abandoned(
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 continue  # in use
+            if _users.of(path):
+                continue  # a process of its command still runs
             with holding() as held:
                 shutil.rmtree(path, ignore_errors=True)
             removed.append(path)

@@ -833,6 +833,100 @@ def test_the_next_run_removes_what_a_killed_run_left(tmp_path: Path, tmp_env) ->
 # Issue 34: the fourth attack (hostile-f78d3a2.md).
 
 
+_WORKER = """
+import importlib.util, os, sys, time
+go, out = sys.argv[1:]
+while not os.path.exists(go):
+    time.sleep(0.05)
+with open(out + ".tmp", "w") as f:
+    f.write(importlib.util.find_spec("executorch.exir").origin)
+os.rename(out + ".tmp", out)
+"""
+
+
+def _wait_for(path: Path, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never came"
+        time.sleep(0.05)
+
+
+def _ended(pid: int, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def _age(path: Path) -> None:
+    old = time.time() - 3600
+    os.utime(path, (old, old))
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="Linux /proc")
+def test_a_worker_that_outlives_the_command_keeps_its_overlay(
+    tmp_path: Path, tmp_env
+) -> None:
+    """D3 (a): a command that starts a background worker and ends. f78d3a2
+    removed the overlay when its direct child ended, and the worker's later
+    imports found the stock ExecuTorch. The overlay stays while the worker
+    lives (run says so in one line), and the next run removes it after."""
+    worker = tmp_path / "worker.py"
+    worker.write_text(_WORKER)
+    go, out = tmp_path / "go", tmp_path / "out"
+    line = shlex.join([sys.executable, str(worker), str(go), str(out)])
+    result = guard("run", "--", "sh", "-c", f"{line} >/dev/null 2>&1 &", env=tmp_env)
+    go.touch()
+    _wait_for(out)
+    origin = Path(out.read_text())
+    assert result.returncode == 0, result.stderr
+    (left,) = overlays_in(tmp_env)
+    assert origin.is_relative_to(left) and origin.is_file(), origin
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        "executorch-device-guard: note: the command ended, but process "
+    ), result.stderr
+    assert f"so {left} stays; the next `run` removes it" in lines[0]
+    time.sleep(0.5)  # the worker ends once it has written
+    _age(left)
+    assert guard("run", "--", "true", env=tmp_env).returncode == 0
+    assert overlays_in(tmp_env) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="Linux /proc")
+def test_a_killed_runs_overlay_stays_while_a_command_that_closed_its_fds_lives(
+    tmp_path: Path, tmp_env
+) -> None:
+    """D3 (b): kill -9 of run, its command a daemon that closed the
+    descriptors it inherited (the lock among them), as a child of
+    subprocess does: f78d3a2's next run removed the live command's overlay.
+    It stays while the command lives (its environment names it)."""
+    script = (
+        "import os, time; os.closerange(3, 65536); "
+        "print(os.getpid(), flush=True); time.sleep(600)"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "executorch_device_guard", "run", "--"]
+        + [sys.executable, "-c", script],
+        env=tmp_env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    command = int(proc.stdout.readline())
+    try:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+        (left,) = overlays_in(tmp_env)
+        _age(left)
+        ran = guard("run", "--", "true", env=tmp_env)
+        assert ran.returncode == 0, ran.stderr
+        assert left.is_dir(), "removed while its command ran"
+    finally:
+        os.kill(command, signal.SIGKILL)
+    _ended(command)
+    assert guard("run", "--", "true", env=tmp_env).returncode == 0
+    assert not left.exists()
+
+
 NOTE_FAILED = (
     "executorch-device-guard: note: a process of this command started importing "
     "ExecuTorch from the patched overlay, but no process finished that import"
