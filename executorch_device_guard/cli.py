@@ -54,9 +54,10 @@ def _check(args: argparse.Namespace) -> int:
     except (check.SelectionError, models.ModelSpecError) as e:
         return _usage_error(str(e))
 
-    # SIGTERM and SIGHUP end the run like Ctrl-C: children killed, overlays
-    # removed (the temporary folders are made after this).
-    signals.raise_on_terminate()
+    # SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM end the run like
+    # Ctrl-C: children killed, overlays removed (the temporary folders are
+    # made after this).
+    signals.raise_on_terminate(signals.OTHERS)
     found = _check_rows(args)
     if isinstance(found, int):
         return found

@@ -80,10 +80,7 @@ from executorch_device_guard.overlay import (
 )
 from executorch_device_guard.patchset import patched_files
 
-PREFIX = "device-guard-run-"
-# What run puts in its temporary folder: the overlay, its import check's
-# answer, and the import markers.
-_CONTENTS = {"patched", "where.json", "imported", "started"}
+PREFIX = tempdirs.RUN
 # Set for the command: the marker files that the overlay's ExecuTorch creates
 # when a process starts importing it, and when that import is done.
 IMPORTED_ENV = "EXECUTORCH_DEVICE_GUARD_IMPORTED"
@@ -175,7 +172,7 @@ def run_command(
         ):
             raise installed.shadowed(executorch, instead)
         return _run(command, dict(os.environ))
-    tempdirs.remove_abandoned(PREFIX, _CONTENTS, outside=executorch)
+    tempdirs.remove_abandoned(outside=executorch)
     folder = tempdirs.make(PREFIX, outside=executorch, locked=True)
     kept = False
     try:

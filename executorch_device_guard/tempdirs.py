@@ -23,17 +23,17 @@ and not removed yet is listed, so that ``remove_all`` (the CLI's last step)
 removes it even if a signal came between its creation and its owner's
 ``try``.
 
-A folder can also be made *locked* (``run``'s): an ``flock`` on it is held
-while it is in use, by a descriptor that the command inherits
-(``lock_of``). A SIGKILL leaves such a folder behind; ``remove_abandoned``
-removes, in the temporary folder, exactly those of its names (the prefix and
-``mkdtemp``'s 8 characters) that are this user's real folders, older than a
-minute, holding nothing but what ``run`` puts there, whose lock no process
-holds and that no live process still uses: on Linux, a process whose
-environment names the folder (its path is on the ``PYTHONPATH`` that the
-tool gave its command, which every process it starts inherits, whether it
-closed its descriptors or left the session; ``users``). And a folder is
-never made inside
+A folder can also be made *locked* (``run``'s, ``check``'s): an ``flock`` on
+it is held while the tool uses it (``run``'s command inherits the
+descriptor, ``lock_of``). A SIGKILL leaves such a folder behind;
+``remove_abandoned`` removes, in the temporary folder, exactly those of its
+names (the prefix and ``mkdtemp``'s 8 characters) that are this user's real
+folders, older than a minute, holding nothing but what its command puts
+there, whose lock no process holds and that no live process still uses:
+on Linux, a process whose environment names the folder (its path is on the
+``PYTHONPATH`` that the tool gave its commands, which every process they
+start inherits, whether it closed its descriptors or left the session;
+``users``). And a folder is never made inside
 ``outside`` (the installed package): a ``TMPDIR`` there is refused, before
 anything is written. The temporary folder is found as ``tempfile`` finds it
 (``TMPDIR``, ``TEMP``, ``TMP``, the system's, the current folder) but
@@ -69,6 +69,17 @@ _SIGNALS = [
     for name in ("SIGINT", "SIGTERM", "SIGHUP")
     if hasattr(signal, name)
 ]
+# The locked folders that ``run`` and ``check`` make, by name prefix (then
+# ``mkdtemp``'s 8 characters), and what each may hold: ``run``'s overlay,
+# its import check's answer and import markers; ``check``'s two overlays,
+# its children's case folders and its warm parents' folders. Either command
+# removes what a SIGKILL left of both (``remove_abandoned``).
+RUN = "device-guard-run-"
+CHECK = "device-guard-"
+_CONTENTS = {
+    RUN: re.compile(r"patched|where\.json|imported|started"),
+    CHECK: re.compile(r"stock|patched|cases|warm-[a-z0-9_]{8}"),
+}
 _live: Set[Path] = set()
 _locks: Dict[Path, int] = {}
 # A folder younger than this may not hold its lock yet.
@@ -260,26 +271,28 @@ def _unlock(path: Path) -> None:
         os.close(fd)
 
 
-def remove_abandoned(
-    prefix: str, contents: Set[str], outside: Optional[Path] = None
-) -> List[Path]:
-    """Removes the locked folders named ``prefix`` + 8 characters that a
-    SIGKILL left in the temporary folder (refused, as for ``make``, if it is
-    inside ``outside``): this user's real folders, settled, holding only
-    names in ``contents``, whose lock no process holds and that no live
-    process uses (``users.of``: one that the command started with the
-    folder on its ``PYTHONPATH``). Returns them."""
+def remove_abandoned(outside: Optional[Path] = None) -> List[Path]:
+    """Removes the locked folders of ``run`` and ``check`` that a SIGKILL
+    left in the temporary folder (refused, as for ``make``, if it is inside
+    ``outside``): this user's real folders, named as they name theirs,
+    settled, holding only what they put there, whose lock no process holds
+    and that no live process uses (``users.of``: one that a command started
+    with the folder on its ``PYTHONPATH``). Returns them."""
     if fcntl is None or not hasattr(os, "geteuid"):
         return []
     root = temp_root(outside)
-    name = re.compile(re.escape(prefix) + r"[a-z0-9_]{8}")
+    names = {
+        re.compile(re.escape(prefix) + r"[a-z0-9_]{8}"): contents
+        for prefix, contents in _CONTENTS.items()
+    }
     removed = []
     try:
         entries = sorted(os.listdir(root))
     except OSError:
         return []
     for entry in entries:
-        if not name.fullmatch(entry):
+        contents = next((c for n, c in names.items() if n.fullmatch(entry)), None)
+        if contents is None:
             continue
         path = Path(root) / entry
         try:
@@ -298,8 +311,8 @@ def remove_abandoned(
             opened = os.fstat(fd)
             if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
                 continue
-            if not set(os.listdir(fd)) <= contents:
-                continue  # not a folder that run made
+            if not all(contents.fullmatch(n) for n in os.listdir(fd)):
+                continue  # not a folder that the tool made
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:

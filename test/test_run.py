@@ -24,14 +24,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Tuple
 
 import pytest
 
 from conftest import REPO
 from executorch_device_guard.installed import executorch_root
 from sites import make_site, snapshot
-from throwaway import copy_of_installed_executorch, leftovers
+from throwaway import copy_of_installed_executorch, leftovers, survivors
 
 EXPORT_SCRIPT = """
 import os, sys, time
@@ -832,7 +832,6 @@ def test_the_next_run_removes_what_a_killed_run_left(tmp_path: Path, tmp_env) ->
 
 # Issue 34: the fourth attack (hostile-f78d3a2.md).
 
-
 _WORKER = """
 import importlib.util, os, sys, time
 go, out = sys.argv[1:]
@@ -1025,3 +1024,74 @@ def test_a_full_tmpdir_is_named(full_tmpdir: Path, args) -> None:
         "set TMPDIR to another folder",
     )
     assert os.listdir(full_tmpdir) == ["fill"]
+
+
+def _start_check(env: Dict[str, str]) -> Tuple[subprocess.Popen, Path]:
+    """check, started; and its folder, once its overlays and case folder are
+    there."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "executorch_device_guard", "check"]
+        + ["--paths", "emitter", "--devices", "cpu"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while True:
+        found = overlays_in(env)
+        if found and (found[0] / "cases").is_dir():
+            return proc, found[0]
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("name", ["SIGUSR1", "SIGQUIT"])
+def test_check_ended_by_another_signal_removes_its_folder(tmp_env, name: str) -> None:
+    """D4: SIGUSR1 (or SIGQUIT, SIGUSR2, SIGALRM) killed f78d3a2's check
+    outright, its 2 MB folder left in TMPDIR. It ends as for SIGTERM: one
+    line, 128+N, its children ended and the folder removed."""
+    proc, folder = _start_check(tmp_env)
+    signum = getattr(signal, name)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signum, (proc.returncode, err[-3000:])
+    last = err.splitlines()[-1]
+    assert last == f"executorch-device-guard: error: interrupted ({name}).", err
+    assert not folder.exists()
+    assert survivors(tmp_env["TMPDIR"]) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="Linux /proc")
+def test_a_killed_checks_folder_is_removed_once_nothing_uses_it(
+    tmp_path: Path, tmp_env
+) -> None:
+    """D4: kill -9 of check leaves device-guard-XXXXXXXX, which f78d3a2
+    never removed. Its folder is locked now, like run's: the next run (or
+    check) removes it once no process holds its lock or has it in its
+    environment (a warm parent still winding down, here a stand-in)."""
+    proc, folder = _start_check(tmp_env)
+    user = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"],
+        env=dict(tmp_env, PYTHONPATH=str(folder / "stock")),
+    )
+    try:
+        proc.kill()
+        proc.communicate(timeout=60)
+        for pid in survivors(tmp_env["TMPDIR"], wait=0):  # its warm parents
+            if pid != user.pid:
+                os.kill(pid, signal.SIGKILL)
+        assert folder.is_dir()
+        _age(folder)
+        ran = guard("run", "--", "true", env=tmp_env)
+        assert ran.returncode == 0, ran.stderr
+        assert folder.is_dir(), "removed while a process used it"
+    finally:
+        user.kill()
+        user.wait()
+    for pid in survivors(tmp_env["TMPDIR"], wait=0):
+        _ended(pid)
+    _age(folder)
+    assert guard("run", "--", "true", env=tmp_env).returncode == 0
+    assert not folder.exists()
+    assert overlays_in(tmp_env) == []
