@@ -1119,3 +1119,20 @@ def test_a_zipped_executorch_ahead_on_the_path_is_a_shadow(
     )
     assert "NOT PATCHED" not in result.stdout
     assert snapshot(tmp_path) == before
+
+
+def test_a_pycache_prefix_given_with_dash_x_is_seen_too(
+    tmp_path: Path, site: Path
+) -> None:
+    """Q: ``python -X pycache_prefix=DIR`` is PYTHONPYCACHEPREFIX by another
+    name: the tool run that way refuses as with the variable (held on
+    f78d3a2 too). A prefix that only the program's Python is given, the
+    tool cannot see: apply-and-run.md says so."""
+    prefix = tmp_path / "prefix"
+    pyc = _compile_into(prefix, site / "executorch" / EMITTER)
+    before = snapshot(tmp_path)
+    result = cli(site, "apply", python_flags=["-X", f"pycache_prefix={prefix}"])
+    one_line_error(result, f"Python would run {pyc}")
+    assert snapshot(tmp_path) == before
+    doc = (REPO / "docs" / "apply-and-run.md").read_text()
+    assert "-X pycache_prefix" in doc
