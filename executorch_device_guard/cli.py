@@ -54,9 +54,10 @@ def _check(args: argparse.Namespace) -> int:
     except (check.SelectionError, models.ModelSpecError) as e:
         return _usage_error(str(e))
 
-    # SIGTERM and SIGHUP end the run like Ctrl-C: children killed, overlays
-    # removed (the temporary folders are made after this).
-    signals.raise_on_terminate()
+    # SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM end the run like
+    # Ctrl-C: children killed, overlays removed (the temporary folders are
+    # made after this).
+    signals.raise_on_terminate(signals.OTHERS)
     found = _check_rows(args)
     if isinstance(found, int):
         return found
@@ -176,7 +177,18 @@ def _status(args: argparse.Namespace) -> int:
     signals.raise_on_terminate()  # SIGTERM, SIGHUP: one line, as for Ctrl-C
     root = installed.executorch_root()
     targets = patched_files(data_root(), install=True)
-    found = installed.survey(root, targets, wait=args.wait)
+
+    # It only reads: a lock held longer than --wait (another program's
+    # flock) does not keep it from answering.
+    def waiting(folder: Path, who: str) -> None:
+        print(
+            f"waiting for {who} to release its lock on {folder} (at most "
+            f"{args.wait:g} s, then status reads without it)...",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    found = installed.survey(root, targets, waiting, wait=args.wait, read_anyway=True)
     print(f"ExecuTorch {installed.executorch_version()} at {root}")
     for line in _aligned(found.file_lines()) + found.summary():
         print(line)
@@ -316,17 +328,21 @@ class _Parser(argparse.ArgumentParser):
         )
 
 
-def _wait_option(command: argparse.ArgumentParser) -> None:
-    from executorch_device_guard.lock import DEFAULT_WAIT
+def _wait_option(command: argparse.ArgumentParser, reads: bool = False) -> None:
+    from executorch_device_guard.lock import DEFAULT_WAIT, STATUS_WAIT
 
+    then = (
+        "before reading without it, saying who holds it"
+        if reads
+        else "before giving up with exit 2"
+    )
     command.add_argument(
         "--wait",
         type=_seconds,
-        default=DEFAULT_WAIT,
+        default=STATUS_WAIT if reads else DEFAULT_WAIT,
         metavar="SECONDS",
         help="how long to wait for the installation's lock, held by another "
-        "apply or revert (or any process), before giving up with exit 2 "
-        "(default: %(default)g)",
+        f"apply or revert (or any process), {then} (default: %(default)g)",
     )
 
 
@@ -446,7 +462,7 @@ def parser() -> argparse.ArgumentParser:
         ("status", _status, "stock, patched or unknown, for each file"),
     ):
         command = sub.add_parser(name, help=text, description=text)
-        _wait_option(command)
+        _wait_option(command, reads=name == "status")
         command.set_defaults(func=func)
 
     e = sub.add_parser(

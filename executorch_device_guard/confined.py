@@ -38,6 +38,11 @@ Where the OS has no ``dir_fd`` support (Windows), paths are checked with
 Every read is of a regular file, never blocks (a FIFO) and stops at a limit
 (a sparse file of gigabytes): ``read`` for the package, ``read_file`` for the
 distribution's metadata beside it.
+
+A folder or file flagged append-only or immutable (``chattr +a``, ``+i``)
+lets a file be created in it but never renamed over or removed, so a
+replacement would fail half-way and leave its temporary file; ``pinned``
+finds the flag first (Linux's ``FS_IOC_GETFLAGS``, BSD's ``st_flags``).
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ import os
 import re
 import secrets
 import stat
+import struct
+import sys
 from pathlib import Path
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -65,6 +72,21 @@ _DIR_FD = (
     and os.listdir in os.supports_fd
 )
 _UTIME_FD = os.utime in os.supports_fd
+
+# Linux's FS_IOC_GETFLAGS (_IOR('f', 1, long)) and the flags it reads.
+_FS_IOC_GETFLAGS = (2 << 30) | (struct.calcsize("l") << 16) | (ord("f") << 8) | 1
+_FS_FLAGS = {0x10: ("immutable", "i"), 0x20: ("append-only", "a")}
+# BSD's and macOS's st_flags.
+_ST_FLAGS = {
+    getattr(stat, "UF_IMMUTABLE", 0) | getattr(stat, "SF_IMMUTABLE", 0): (
+        "immutable",
+        "schg",
+    ),
+    getattr(stat, "UF_APPEND", 0) | getattr(stat, "SF_APPEND", 0): (
+        "append-only",
+        "sappnd",
+    ),
+}
 
 # Temporary files: ours, and those of earlier versions (tempfile.mkstemp
 # names; ".device_guard_probe." was their writability probe). A leftover is
@@ -429,6 +451,36 @@ class Package:
                 os.unlink(folder.at(temp), dir_fd=folder.fd)
             raise
 
+    def pinned(self, rel: str) -> Optional[Tuple[str, str]]:
+        """Why the file ``rel`` cannot be replaced or removed although its
+        folder can be written (it, or its folder, is flagged append-only or
+        immutable), and the way out; None if neither is (or the flags
+        cannot be read)."""
+        folder, name = self._locate(rel)
+        if folder is None or folder.fd is None:
+            return None
+        found = _flag(folder.fd)
+        path, what = folder.path, "files in it"
+        st = folder.lstat(name)
+        if found is None and st is not None and stat.S_ISREG(st.st_mode):
+            flags = os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC
+            try:
+                fd = os.open(name, flags, dir_fd=folder.fd)
+            except OSError:
+                return None
+            try:
+                found = _flag(fd)
+            finally:
+                os.close(fd)
+            path, what = folder.path / name, "it"
+        if found is None:
+            return None
+        kind, clear = found
+        return (
+            f"{path} is {kind}, so this tool cannot replace or remove {what}",
+            f"clear that flag ({clear} {path}, as root)",
+        )
+
     def leftovers(self, rels: List[str]) -> List[Leftover]:
         """Files named as this tool's temporary files beside ``rels`` (or
         probes in the root)."""
@@ -505,6 +557,29 @@ class Package:
                 if _digest(folder.names()) == recorded["names"]:
                     folder.set_times((0, int(recorded["mtime"], 16)))
         return True
+
+
+def _flag(fd: int) -> Optional[Tuple[str, str]]:
+    """``(kind, command that clears it)`` when the file or folder open as
+    ``fd`` is flagged immutable or append-only; else None."""
+    if sys.platform.startswith("linux"):
+        try:
+            import fcntl
+
+            buffer = bytearray(struct.calcsize("l"))
+            fcntl.ioctl(fd, _FS_IOC_GETFLAGS, buffer, True)
+        except (ImportError, OSError):
+            return None  # a file system without flags
+        value = struct.unpack_from("=i", buffer)[0]
+        for bit, (kind, letter) in _FS_FLAGS.items():
+            if value & bit:
+                return kind, f"chattr -{letter}"
+        return None
+    value = getattr(os.fstat(fd), "st_flags", 0)
+    for bits, (kind, name) in _ST_FLAGS.items():
+        if bits and value & bits:
+            return kind, f"chflags no{name}"
+    return None
 
 
 def _user(uid: int) -> str:

@@ -46,8 +46,8 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import os
+import pkgutil
 import posixpath
-import shlex
 import stat
 import sys
 from pathlib import Path
@@ -62,7 +62,7 @@ from typing import (
     Tuple,
 )
 
-from executorch_device_guard import bytecode, faults, lock
+from executorch_device_guard import bytecode, faults, lock, recovery
 from executorch_device_guard.confined import Changed, Package, read_file, Unsafe
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.patchset import (
@@ -136,6 +136,16 @@ def _distribution() -> Optional[importlib.metadata.Distribution]:
     )
     if not found:
         return None
+    for dist in found:
+        archive = _archive(dist)
+        if archive is not None:
+            raise GuardError(
+                f"ExecuTorch is installed inside {archive} (a zip or egg file "
+                "on the path), which this tool cannot patch and `run` cannot "
+                "overlay. Nothing was changed. Take that file off PYTHONPATH "
+                "(or sys.path) and install ExecuTorch into site-packages: "
+                f"{recovery.command(None, _version_in(dist))}"
+            )
     here = os.path.realpath(_dist_info(found[0]).parent)
     same = sorted(
         {
@@ -151,9 +161,30 @@ def _distribution() -> Optional[importlib.metadata.Distribution]:
             "which release its executorch folder is cannot be told. Nothing was "
             "changed. Delete the one that is not the installed release's (pip "
             "left it, or it was copied in), or reinstall ExecuTorch: "
-            f"{_pip_command()}"
+            f"{recovery.command(Path(same[0]), None)}"
         )
     return found[0]
+
+
+def _archive(dist: importlib.metadata.Distribution) -> Optional[str]:
+    """The zip or egg file that holds the distribution's metadata, when it is
+    not a folder on the file system (``importlib.metadata`` reads it through
+    ``zipfile.Path``); None for a folder."""
+    folder = getattr(dist, "_path", None)
+    if isinstance(folder, Path):
+        return None
+    path = str(folder if folder is not None else dist.locate_file(""))
+    for parent in [path, *(str(p) for p in Path(path).parents)]:
+        if os.path.isfile(parent):
+            return parent
+    return path
+
+
+def _version_in(dist: importlib.metadata.Distribution) -> Optional[str]:
+    try:
+        return dist.metadata.get("Version")
+    except Exception:  # whatever the archive holds
+        return None
 
 
 def _dist_info(dist: importlib.metadata.Distribution) -> Path:
@@ -176,11 +207,20 @@ class Record:
     files: Optional[FrozenSet[str]]
 
 
-def _unreadable(what: str) -> GuardError:
+def _unreadable(
+    what: str, folder: Optional[Path] = None, version: Optional[str] = None
+) -> GuardError:
     return GuardError(
         f"{what}, so which files this ExecuTorch ships is unknown. Nothing was "
-        f"changed. Reinstall it: {_pip_command()}"
+        f"changed. Reinstall it: {recovery.command(folder, version)}"
     )
+
+
+def _named(folder: Path, version: Optional[str]) -> bool:
+    """Whether the dist-info folder's name bears out ``version``."""
+    named = folder.name[len("executorch-") : -len(".dist-info")]
+    same = named.replace("_", "-").lower() == (version or "").replace("_", "-").lower()
+    return folder.name.startswith("executorch-") and same
 
 
 def _read_record(dist: importlib.metadata.Distribution) -> Record:
@@ -192,9 +232,8 @@ def _read_record(dist: importlib.metadata.Distribution) -> Record:
     meta_path = folder / ("METADATA" if is_dist_info else "PKG-INFO")
     try:
         meta = read_file(meta_path)
-        record = read_file(folder / "RECORD") if is_dist_info else None
     except Unsafe as e:
-        raise _unreadable(str(e)) from e
+        raise _unreadable(str(e), folder) from e
     version = None
     if meta is not None:
         try:
@@ -202,8 +241,14 @@ def _read_record(dist: importlib.metadata.Distribution) -> Record:
             version = headers.get("Version")
         except (ValueError, LookupError) as e:
             why = f"{e.__class__.__name__}: {e}"
-            raise _unreadable(f"{meta_path} cannot be read ({why})") from e
+            raise _unreadable(f"{meta_path} cannot be read ({why})", folder) from e
         version = str(version).strip() if version is not None else None
+    # The release to reinstall, where METADATA and its folder's name agree.
+    pin = version if _named(folder, version) else None
+    try:
+        record = read_file(folder / "RECORD") if is_dist_info else None
+    except Unsafe as e:
+        raise _unreadable(str(e), folder, pin) from e
     if record is None:
         files = None
         if not is_dist_info:  # an egg-info: its own list of files
@@ -213,7 +258,8 @@ def _read_record(dist: importlib.metadata.Distribution) -> Record:
         rows = list(csv.reader(record.decode("utf-8").splitlines()))
     except (UnicodeDecodeError, csv.Error) as e:
         why = f"{e.__class__.__name__}: {e}"
-        raise _unreadable(f"{folder / 'RECORD'} cannot be read ({why})") from e
+        what = f"{folder / 'RECORD'} cannot be read ({why})"
+        raise _unreadable(what, folder, pin) from e
     hashes = {
         posixpath.normpath(row[0]): row[1] if len(row) > 1 else ""
         for row in rows
@@ -222,15 +268,17 @@ def _read_record(dist: importlib.metadata.Distribution) -> Record:
     if not version:
         raise GuardError(
             f"{meta_path} gives no Version, so which release this ExecuTorch is "
-            f"cannot be told. Nothing was changed. Reinstall it: {_pip_command()}"
+            "cannot be told. Nothing was changed. Reinstall it: "
+            f"{recovery.command(folder, None)}"
         )
     named = folder.name[len("executorch-") : -len(".dist-info")]
-    same = named.replace("_", "-").lower() == (version or "").replace("_", "-").lower()
-    if folder.name.startswith("executorch-") and version and not same:
+    ours = folder.name.startswith("executorch-")
+    if ours and version and not _named(folder, version):
         raise GuardError(
             f"{meta_path} says Version {version!r}, but its folder is named "
             f"for {named!r}, so which release this ExecuTorch is cannot be "
-            f"told. Nothing was changed. Reinstall it: {_pip_command()}"
+            "told. Nothing was changed. Reinstall it: "
+            f"{recovery.command(folder, None)}"
         )
     listed = hashes.get(f"{folder.name}/METADATA", "")
     if meta is not None and listed.startswith("sha256=") and listed != _digest(meta):
@@ -238,7 +286,7 @@ def _read_record(dist: importlib.metadata.Distribution) -> Record:
             f"{meta_path} is not the file that {folder / 'RECORD'} lists (its "
             "sha256 differs: edited after installation), so which release this "
             "ExecuTorch is cannot be told. Nothing was changed. Reinstall it: "
-            f"{_pip_command()}"
+            f"{recovery.command(folder, None)}"
         )
     return Record(folder, version, _in_package(hashes))
 
@@ -261,20 +309,21 @@ def executorch_version() -> Optional[str]:
     return _read_record(dist).version if dist is not None else None
 
 
-def _pip_command(version: Optional[str] = None) -> str:
-    pin = f"executorch=={version}" if version else "executorch"
-    words = [sys.executable, "-m", "pip", "install", "--force-reinstall"]
-    return shlex.join(words + ["--no-deps", pin])
-
-
 def reinstall_command() -> str:
-    """The pip command that puts ExecuTorch's own files back, quoted for a
-    shell whatever its path or version says."""
+    """The command that puts ExecuTorch's own files back where they are
+    installed (``recovery``), quoted for a shell whatever its path or
+    version says."""
     try:
-        version = executorch_version()
+        dist = _distribution()
+    except GuardError:
+        dist = None
+    if dist is None:
+        return recovery.command(None, None)
+    try:
+        version = _read_record(dist).version
     except GuardError:
         version = None
-    return _pip_command(version)
+    return recovery.command(_dist_info(dist), version)
 
 
 def executorch_root() -> Path:
@@ -302,12 +351,13 @@ def installed_root() -> Path:
             "with the Python of the environment that has it."
         )
     root = Path(dist.locate_file("executorch"))
-    files = _read_record(dist).files
-    if files is not None and not files:
+    found = _read_record(dist)
+    if _is_source(found):
         raise GuardError(
-            f"The installed executorch distribution lists no files in {root}: "
-            "it is an editable or source install. Patch that source tree with "
-            "`git am` instead (see `executorch-device-guard export`)."
+            f"The installed executorch distribution ({found.dist_info}) is an "
+            f"editable or source install of {_source_of(root)}: this tool does "
+            "not write into a source tree. Nothing was changed. Patch that tree "
+            "with `git am` instead (see `executorch-device-guard export`)."
         )
     if not (root / "exir").is_dir():
         raise GuardError(
@@ -317,14 +367,55 @@ def installed_root() -> Path:
     return root
 
 
+def _is_source(found: Record) -> bool:
+    """Whether the distribution is an editable or source install: a RECORD
+    that lists no file in the package (PEP 660: a ``.pth`` file and a
+    finder), or an egg-info folder without the list of files that an
+    installation writes (``installed-files.txt``), as ``setup.py develop``
+    and ``pip install -e`` without a pyproject.toml leave in the source tree
+    (found through an ``.egg-link`` or ``easy-install.pth``)."""
+    if found.files is not None and not found.files:
+        return True
+    folder = found.dist_info
+    return (
+        folder.name.endswith(".egg-info")
+        and folder.is_dir()
+        and not (folder / "installed-files.txt").exists()
+    )
+
+
+def _source_of(root: Path) -> str:
+    """The folder that ``import executorch`` loads (an editable install's
+    source tree, rather than a package folder that is not there)."""
+    spec = importlib.util.find_spec("executorch")
+    places = list((spec and spec.submodule_search_locations) or [])
+    return next((p for p in places if os.path.isdir(p)), str(root))
+
+
+def _holds(place: str, top: str) -> bool:
+    """Whether ``import executorch.TOP`` finds something at ``place``, one of
+    ``executorch``'s locations: a folder there, or what the importer of a
+    place that is no folder (a zip file's ``x.zip/executorch``) finds."""
+    if os.path.exists(os.path.join(place, top)):
+        return True
+    if os.path.isdir(place):
+        return False
+    try:
+        finder = pkgutil.get_importer(place)
+        return finder is not None and finder.find_spec(f"executorch.{top}") is not None
+    except Exception:  # an importer that cannot answer finds nothing here
+        return False
+
+
 def loaded_instead(root: Path) -> Optional[Tuple[str, str]]:
     """``(top, folder)`` when ``import executorch.TOP`` here loads ``folder``
-    (None: nothing) instead of ``root``, the installed package; else None."""
+    (None: nothing) instead of ``root``, the installed package; else None.
+    ``folder`` may be a place in a zip file."""
     spec = importlib.util.find_spec("executorch")
     locations = list((spec and spec.submodule_search_locations) or [])
     for top in (t for t in _TOP_LEVEL if (root / t).exists()):
         # A namespace portion earlier on sys.path wins, one subpackage at a time.
-        first = next((p for p in locations if (Path(p) / top).exists()), None)
+        first = next((p for p in locations if _holds(p, top)), None)
         if first is None or os.path.realpath(first) != os.path.realpath(root):
             return top, first
     return None
@@ -666,6 +757,10 @@ class Survey:
     legacy_state: bool
     bytecode: Dict[str, Bytecode]
     look_alikes: List[str] = dataclasses.field(default_factory=list)
+    # Who held the package folder's lock when it was read without it.
+    unlocked: Optional[str] = None
+    # Why leftovers cannot be removed (a flagged folder), and the way out.
+    pinned: List[Tuple[str, str]] = dataclasses.field(default_factory=list)
 
     def count(self, state: FileState) -> int:
         return sum(i.state is state for i in self.files.values())
@@ -763,7 +858,14 @@ class Survey:
                     "belongs. Remove it, then"
                 )
             lines = [f"{state} {then}"]
-        if self.leftovers:
+        if self.leftovers and self.pinned:
+            why, way_out = self.pinned[0]
+            lines.append(
+                f"{len(self.leftovers)} temporary file(s) left by an interrupted "
+                f"run, which stay: {why}. To go on, {way_out}; the next `apply` "
+                "or `revert` then removes them."
+            )
+        elif self.leftovers:
             lines.append(
                 f"{len(self.leftovers)} temporary file(s) left by an interrupted "
                 "run; the next `apply` or `revert` removes them."
@@ -805,6 +907,13 @@ class Survey:
                 f"{self.unsafe()[0]}: where a module's cached bytecode belongs, "
                 "so apply and revert refuse. Remove it."
             )
+        if self.unlocked:
+            lines.append(
+                f"Read without the lock on {self.root}, which {self.unlocked} "
+                "held longer than status waits: if that process is changing "
+                "these files, what is above may already be out of date. Run "
+                "status again once it has ended."
+            )
         return lines
 
 
@@ -823,7 +932,20 @@ def _survey(
         if i.state in (FileState.STOCK, FileState.PATCHED)
     }
     leftovers, look_alikes = _leftovers(package, files)
-    return Survey(package.root, files, leftovers, legacy, cached, look_alikes)
+    pinned = [why for why in map(_pinned_or_none(package), leftovers) if why]
+    return Survey(
+        package.root, files, leftovers, legacy, cached, look_alikes, pinned=pinned
+    )
+
+
+def _pinned_or_none(package: Package) -> Callable[[str], Optional[Tuple[str, str]]]:
+    def pinned(rel: str) -> Optional[Tuple[str, str]]:
+        try:
+            return package.pinned(rel)
+        except (OSError, Unsafe):
+            return None
+
+    return pinned
 
 
 def _leftovers(
@@ -852,8 +974,11 @@ def _locked(
     waiting: Callable[[Path, str], None],
     shared: bool = False,
     wait: float = lock.DEFAULT_WAIT,
-) -> Iterator[Package]:
-    """The package folder at ``root``, opened and locked.
+    read_anyway: bool = False,
+) -> Iterator[Tuple[Package, Optional[str]]]:
+    """The package folder at ``root``, opened and locked, and None; with
+    ``read_anyway``, once ``wait`` is over, opened and not locked, and who
+    holds the lock.
 
     The lock is taken on the folder opened, so a folder that was moved away
     while the run waited (as a pip reinstall does) would be read or patched
@@ -865,11 +990,16 @@ def _locked(
         with (
             Package(root) as package,
             lock.hold(
-                package.fd, root, lambda who: waiting(root, who), shared, wait
-            ),
+                package.fd,
+                root,
+                lambda who: waiting(root, who),
+                shared,
+                wait,
+                read_anyway,
+            ) as busy,
         ):
             if not package.moved():
-                yield package
+                yield package, busy
                 return
     raise GuardError(
         f"{root} was replaced by another folder {_ATTEMPTS} times while this "
@@ -883,12 +1013,18 @@ def survey(
     targets: Dict[str, List[FilePatch]],
     waiting: Optional[Callable[[Path, str], None]] = None,
     wait: float = lock.DEFAULT_WAIT,
+    read_anyway: bool = False,
 ) -> Survey:
     """Reads the state of the installation, writing nothing; waits up to
     ``wait`` seconds for a running ``apply`` or ``revert`` to finish first (a
-    shared lock)."""
-    with _locked(root, waiting or _say_waiting, True, wait) as package:
-        return _survey(package, targets, record(root))
+    shared lock), then raises GuardError, or, with ``read_anyway``, reads
+    without the lock (``Survey.unlocked`` names who held it)."""
+    with _locked(root, waiting or _say_waiting, True, wait, read_anyway) as (
+        package,
+        busy,
+    ):
+        found = _survey(package, targets, record(root))
+        return dataclasses.replace(found, unlocked=busy)
 
 
 def status(root: Path, targets: Dict[str, List[FilePatch]]) -> Dict[str, FileState]:
@@ -904,6 +1040,19 @@ class Change:
     removed: List[str]
     stale: List[str] = dataclasses.field(default_factory=list)
     bytecode: List[str] = dataclasses.field(default_factory=list)
+
+
+def _remove(package: Package, rel: str) -> bool:
+    """``package.remove``, with a failure named in one line: nothing was
+    changed yet, since removals come before any file is replaced."""
+    try:
+        return package.remove(rel)
+    except OSError as e:
+        raise GuardError(
+            f"Cannot remove {package.root / rel} ({e.strerror or e}). Nothing "
+            "else was changed. Fix the cause (or remove it yourself), then run "
+            "the command again."
+        ) from e
 
 
 def _say_waiting(root: Path, who: str) -> None:
@@ -942,7 +1091,7 @@ def _change(
     wait: float,
 ) -> Change:
     faults.check()
-    with _locked(root, waiting, wait=wait) as package:
+    with _locked(root, waiting, wait=wait) as (package, _):
         found = _survey(package, targets, record(root))
         shadowed = found.shadowed()
         if shadowed:
@@ -1018,8 +1167,14 @@ def _change(
                     "environment you can write to, e.g. a virtual environment "
                     "you own."
                 )
-        removed = [rel for rel in removals if package.remove(rel)]
-        gone = [rel for rel in stale if package.remove(rel)]
+            pinned = package.pinned(rel)
+            if pinned:
+                raise GuardError(
+                    f"{pinned[0]}. Nothing was changed. To go on, {pinned[1]}, "
+                    "then run the command again."
+                )
+        removed = [rel for rel in removals if _remove(package, rel)]
+        gone = [rel for rel in stale if _remove(package, rel)]
         written: List[str] = []
         for rel in todo:
             inspection = found.files[rel]

@@ -21,7 +21,9 @@ Any process can take an ``flock`` on a folder it can open, even a reader
 seconds, ``DEFAULT_WAIT`` unless the command says otherwise), and the process
 that holds the lock is named, from ``/proc/locks`` on Linux: another
 executorch-device-guard, or process N and its command line, or, where it
-cannot be seen (another PID namespace), nobody by name.
+cannot be seen (another PID namespace), nobody by name. A command that only
+reads (``status``) waits ``STATUS_WAIT`` seconds, then reads without the
+lock (``read_anyway``) and says who held it.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ _WINDOWS_OFFSET = 2**31 - 2
 
 # How long a command waits for the lock by default, in seconds.
 DEFAULT_WAIT = 30.0
+# How long ``status`` waits for it before it reads without it: long enough
+# for an apply or revert to finish, short enough to answer in seconds.
+STATUS_WAIT = 2.0
 # How often it tries again meanwhile.
 _POLL = 0.1
 
@@ -55,24 +60,28 @@ def hold(
     waiting: Callable[[str], None],
     shared: bool = False,
     wait: float = DEFAULT_WAIT,
-) -> Iterator[None]:
+    read_anyway: bool = False,
+) -> Iterator[Optional[str]]:
     """Holds the lock of the package folder ``root``; if another process
     holds it, calls ``waiting`` once with who that is (``holder``), then
-    tries again for ``wait`` seconds, and raises GuardError after.
+    tries again for ``wait`` seconds, and raises GuardError after; with
+    ``read_anyway``, it goes on without the lock instead. Yields None when
+    it holds the lock, else who held it when it stopped waiting.
 
     ``apply`` and ``revert`` hold it exclusively; ``status`` holds it shared,
-    so that it never reports a change in progress as an interrupted one.
+    so that it never reports a change in progress as an interrupted one
+    (unless the lock is held longer than it waits).
     ``folder_fd`` is an open descriptor of ``root`` (None where the OS cannot
     open folders).
     """
     if fcntl is None:  # msvcrt has no shared locks: status waits like apply
-        yield from _msvcrt(_anchor(root), root, waiting, wait)
+        yield from _msvcrt(_anchor(root), root, waiting, wait, read_anyway)
     elif folder_fd is not None:
-        yield from _flock(folder_fd, root, waiting, shared, wait)
+        yield from _flock(folder_fd, root, waiting, shared, wait, read_anyway)
     else:
         fd = os.open(root, os.O_RDONLY)
         try:
-            yield from _flock(fd, root, waiting, shared, wait)
+            yield from _flock(fd, root, waiting, shared, wait, read_anyway)
         finally:
             os.close(fd)
 
@@ -108,11 +117,13 @@ def holder(fd: Optional[int]) -> str:
             pids.append((words[5] != device, words[4]))
     for _, pid in sorted(pids):
         if pid.isdigit() and int(pid) > 0 and int(pid) != os.getpid():
-            return _process(int(pid))
+            return describe(int(pid))
     return unknown
 
 
-def _process(pid: int) -> str:
+def describe(pid: int) -> str:
+    """Process ``pid`` in words: "another executorch-device-guard (process
+    N)", or "process N (COMMAND)", its command line shortened."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             words = f.read().split(b"\0")
@@ -137,10 +148,16 @@ def _anchor(root: Path) -> Path:
 
 
 def _flock(
-    fd: int, root: Path, waiting: Callable[[str], None], shared: bool, wait: float
-) -> Iterator[None]:
+    fd: int,
+    root: Path,
+    waiting: Callable[[str], None],
+    shared: bool,
+    wait: float,
+    read_anyway: bool,
+) -> Iterator[Optional[str]]:
     mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
     deadline = None
+    busy = None
     try:
         while True:
             try:
@@ -151,28 +168,39 @@ def _flock(
                     deadline = time.monotonic() + wait
                     waiting(holder(fd))
                 elif time.monotonic() >= deadline:
-                    raise _busy(root, holder(fd), wait) from None
+                    busy = holder(fd)
+                    if not read_anyway:
+                        raise _busy(root, busy, wait) from None
+                    break
                 time.sleep(_POLL)
     except OSError as e:
         raise GuardError(
             f"Cannot lock {root} ({e.strerror}), so another apply or "
             "revert could run at the same time. Use a local file system."
         ) from e
+    if busy is not None:
+        yield busy  # read without the lock
+        return
     try:
-        yield
+        yield None
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 def _msvcrt(
-    anchor: Path, root: Path, waiting: Callable[[str], None], wait: float
-) -> Iterator[None]:
+    anchor: Path,
+    root: Path,
+    waiting: Callable[[str], None],
+    wait: float,
+    read_anyway: bool,
+) -> Iterator[Optional[str]]:
     import msvcrt  # type: ignore[import-not-found]
 
     fd = os.open(anchor, os.O_RDONLY)
     try:
         os.lseek(fd, _WINDOWS_OFFSET, os.SEEK_SET)
         deadline = None
+        busy = None
         while True:
             try:
                 msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
@@ -182,10 +210,16 @@ def _msvcrt(
                     deadline = time.monotonic() + wait
                     waiting(holder(None))
                 elif time.monotonic() >= deadline:
-                    raise _busy(root, holder(None), wait) from None
+                    busy = holder(None)
+                    if not read_anyway:
+                        raise _busy(root, busy, wait) from None
+                    break
                 time.sleep(_POLL)
+        if busy is not None:
+            yield busy  # read without the lock
+            return
         try:
-            yield
+            yield None
         finally:
             os.lseek(fd, _WINDOWS_OFFSET, os.SEEK_SET)
             msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)

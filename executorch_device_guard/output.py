@@ -17,7 +17,9 @@ own code, if that was not 0). Output after the failure is discarded.
 Text that the stream cannot encode (a path that is not UTF-8 reaches Python
 as surrogate escapes, and ``PYTHONIOENCODING=utf-8`` is strict) is written
 escaped instead: each such byte as ``\\xNN``, any other character as
-``\\uNNNN``. A write that fails even so is a failed output, as above.
+``\\uNNNN``. A write that fails even so is a failed output, as above. On
+standard error, which Python writes with ``backslashreplace``, such a byte
+is written as ``\\xNN`` too.
 
 A control character other than a newline or a tab (a terminal escape in a
 file's name) is written escaped too, as ``\\xNN``.
@@ -73,6 +75,12 @@ class Guarded(io.TextIOBase):
         if self.error is None:
             try:
                 text = controls_escaped(text)
+                if getattr(self.stream, "errors", "") == "backslashreplace":
+                    # stderr: a byte of a name that is not UTF-8 as \xNN, as
+                    # on stdout, not as the surrogate that carries it.
+                    text = _ESCAPED_BYTE.sub(
+                        lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}", text
+                    )
                 try:
                     self.stream.write(text)
                 except UnicodeEncodeError:

@@ -33,8 +33,11 @@ be executed, 127 if it is not found.
 The temporary folder is never inside the installed package (a ``TMPDIR``
 there, or ``TMPDIR=.`` inside it, is refused before anything is written
 there, see ``tempdirs``), and it is locked while the command runs (the command
-inherits the lock): a folder of a ``run`` killed by SIGKILL, once no process
-holds its lock, is removed by the next ``run``.
+inherits the lock). It stays while any process that the command started
+lives (``users``: a background worker, a daemon that closed its descriptors):
+``run`` then returns the command's exit code and says in one line that the
+folder stays; the next ``run`` removes it once no process holds its lock or
+has it in its environment, also after a SIGKILL of ``run``.
 
 ``run`` inside ``run`` (a script that wraps its export in ``run``, itself run
 under ``run``) finds the outer overlay first on its path; it runs the command
@@ -47,9 +50,10 @@ A command line that would drop ``PYTHONPATH``, and with it the overlay
 PYTHONPATH=...``), is refused before anything runs. What the command line
 does not show (a script that runs ``python -I``) is told afterwards: the
 overlay's ``executorch/exir/__init__.py`` creates a marker file in this run's
-temporary folder when a process imports it, and when no process did, one
-line on stderr says so and names the likely causes; the exit code stays the
-command's.
+temporary folder when a process starts importing it, and another when that
+import is done; when no process started it, one line on stderr says so and
+names the likely causes, and when one started it but none finished, one line
+says that the import failed. The exit code stays the command's.
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from executorch_device_guard import installed, lock, signals, tempdirs
+from executorch_device_guard import installed, lock, signals, tempdirs, users
 from executorch_device_guard.confined import read_file, Unsafe
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.overlay import (
@@ -76,13 +80,22 @@ from executorch_device_guard.overlay import (
 )
 from executorch_device_guard.patchset import patched_files
 
-PREFIX = "device-guard-run-"
-# What run puts in its temporary folder: the overlay, its import check's
-# answer, and the import marker.
-_CONTENTS = {"patched", "where.json", "imported"}
-# Set for the command: the marker file that the overlay's ExecuTorch creates
-# when a process imports it.
+PREFIX = tempdirs.RUN
+# Set for the command: the marker files that the overlay's ExecuTorch creates
+# when a process starts importing it, and when that import is done.
 IMPORTED_ENV = "EXECUTORCH_DEVICE_GUARD_IMPORTED"
+STARTED_ENV = "EXECUTORCH_DEVICE_GUARD_STARTED"
+# Put in place of the first blank line of executorch/exir/__init__.py after
+# its docstring and __future__ imports (one line for one, so that every line
+# number stays): it creates the start marker. Like the code appended below,
+# it creates a file, never a folder, never follows a link, defines no name
+# in the module, and does nothing outside ``run`` (the variable is unset).
+_START_LINE = (
+    'exec("import os\\np = os.environ.get(\'%s\')\\nif p:\\n    try:\\n'
+    "        os.close(os.open(p, os.O_WRONLY | os.O_CREAT | getattr(os, "
+    "'O_NOFOLLOW', 0), 0o600))\\n    except OSError:\\n        pass\\n\", {})"
+    "  # Added by executorch-device-guard run: this import started.\n" % STARTED_ENV
+)
 # Appended to the overlay's copy of executorch/exir/__init__.py (after its
 # last line, so that every line number stays). It creates the marker, never
 # a folder, and never follows a link; outside ``run`` the variable is unset.
@@ -113,12 +126,23 @@ _FORWARDED = [getattr(signal, name) for name in _NAMES if hasattr(signal, name)]
 # Linux's si_code for a signal the kernel sent (a terminal's Ctrl-C, a hangup).
 _SI_KERNEL = 0x80
 
-# Where ``import executorch.exir`` would come from, without importing it.
+# Where ``import executorch.exir`` would come from, without importing it: a
+# folder, or a place in a zip file (as its importer finds it).
 _WHERE = """
-import importlib.util, json, os, sys
+import importlib.util, json, os, pkgutil, sys
 spec = importlib.util.find_spec("executorch")
 places = list((spec and spec.submodule_search_locations) or [])
-first = next((p for p in places if os.path.isdir(os.path.join(p, "exir"))), None)
+def holds(place):
+    if os.path.isdir(os.path.join(place, "exir")):
+        return True
+    if os.path.isdir(place):
+        return False
+    try:
+        finder = pkgutil.get_importer(place)
+        return finder is not None and finder.find_spec("executorch.exir") is not None
+    except Exception:
+        return False
+first = next((p for p in places if holds(p)), None)
 with open(sys.argv[1], "w") as f:
     json.dump(first, f)
 """
@@ -148,28 +172,40 @@ def run_command(
         ):
             raise installed.shadowed(executorch, instead)
         return _run(command, dict(os.environ))
-    tempdirs.remove_abandoned(PREFIX, _CONTENTS, outside=executorch)
+    tempdirs.remove_abandoned(outside=executorch)
     folder = tempdirs.make(PREFIX, outside=executorch, locked=True)
+    kept = False
     try:
-        overlay = build_overlay(
-            executorch, targets, folder / "patched", patched=True, found=found
-        )
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(overlay)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
-        )
-        env.update(NO_BYTECODE)
-        _check_import(env, overlay, folder)
-        marker = folder / "imported"
-        watched = _add_import_marker(overlay)
+        with tempdirs.writing(folder):
+            overlay = build_overlay(
+                executorch, targets, folder / "patched", patched=True, found=found
+            )
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(
+                [str(overlay)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+            )
+            env.update(NO_BYTECODE)
+            _check_import(env, overlay, folder)
+            marker, started = folder / "imported", folder / "started"
+            watched = _add_import_marker(overlay)
         if watched:
             env[IMPORTED_ENV] = str(marker)
+            env[STARTED_ENV] = str(started)
         code = _run(command, env, keep=tempdirs.lock_of(folder))
-        if watched and code not in (126, 127) and not marker.exists():
-            print(_not_imported(), file=sys.stderr, flush=True)
+        left = users.of(folder)
+        if left:
+            # Processes of the command that still run may import from it
+            # (whether they do is not known yet: no note on the markers).
+            kept = True
+            tempdirs.keep(folder)
+            print(_still_used(folder, left), file=sys.stderr, flush=True)
+        elif watched and code not in (126, 127) and not marker.exists():
+            failed = started.exists()
+            print(_failed() if failed else _not_imported(), file=sys.stderr, flush=True)
         return code
     finally:
-        tempdirs.remove(folder)
+        if not kept:
+            tempdirs.remove(folder)
 
 
 def _marked(executorch: Path) -> Dict[str, bytes]:
@@ -179,7 +215,56 @@ def _marked(executorch: Path) -> Dict[str, bytes]:
         text = read_file(executorch / "exir" / "__init__.py")
     except Unsafe:
         return {}
-    return {"exir/__init__.py": text + _MARKER_CODE.encode()} if text else {}
+    return {"exir/__init__.py": with_markers(text)} if text else {}
+
+
+def with_markers(text: bytes) -> bytes:
+    """``exir/__init__.py``'s text with the import markers: the start line
+    in place of its first blank line after the docstring and ``__future__``
+    imports, outside any statement (none, where it has no such line or is
+    not Python that this interpreter parses), and the end code appended."""
+    lines = text.splitlines(keepends=True)
+    blank = _blank_line(text)
+    if blank is not None:
+        lines[blank] = _START_LINE.encode()
+    return b"".join(lines) + _MARKER_CODE.encode()
+
+
+def _blank_line(text: bytes) -> Optional[int]:
+    """The index of the first line of ``text`` where a statement can stand
+    without moving any other line: blank, after the module's docstring and
+    ``__future__`` imports, inside no statement."""
+    import ast
+
+    try:
+        body = ast.parse(text).body
+    except (SyntaxError, ValueError):
+        return None
+    header = 0
+    for node in body:
+        docstring = isinstance(node, ast.Expr) and isinstance(
+            getattr(node, "value", None), ast.Constant
+        ) and isinstance(node.value.value, str)
+        future = isinstance(node, ast.ImportFrom) and node.module == "__future__"
+        if not (docstring or future):
+            break
+        header = node.end_lineno or node.lineno
+    taken = set()
+    for node in body:
+        decorators = getattr(node, "decorator_list", [])
+        first = min([node.lineno] + [d.lineno for d in decorators])
+        taken.update(range(first, (node.end_lineno or node.lineno) + 1))
+    lines = text.splitlines(keepends=True)
+    for number in range(header + 1, len(lines) + 1):
+        line = lines[number - 1]
+        previous = lines[number - 2] if number > 1 else b""
+        if (
+            number not in taken
+            and not line.strip()
+            and not previous.rstrip(b"\r\n").endswith(b"\\")
+        ):
+            return number - 1
+    return None
 
 
 def _add_import_marker(overlay: Path) -> bool:
@@ -202,8 +287,29 @@ def _add_import_marker(overlay: Path) -> bool:
     init.unlink()
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     with os.fdopen(os.open(init, flags, 0o644), "wb") as f:
-        f.write(text + _MARKER_CODE.encode())
+        f.write(with_markers(text))
     return True
+
+
+def _failed() -> str:
+    return (
+        "executorch-device-guard: note: a process of this command started "
+        "importing ExecuTorch from the patched overlay, but no process finished "
+        "that import (it failed: its error is above), so the fix was not in play."
+    )
+
+
+def _still_used(folder: Path, pids: List[int]) -> str:
+    who = lock.describe(pids[0])
+    if len(pids) > 1:
+        who += f" and {len(pids) - 1} more that it started still run"
+    else:
+        who += ", which it started, still runs"
+    return (
+        f"executorch-device-guard: note: the command ended, but {who} with the "
+        f"patched overlay on PYTHONPATH, so {folder} stays; the next `run` "
+        "removes it once no such process is left."
+    )
 
 
 def _not_imported() -> str:

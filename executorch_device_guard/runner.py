@@ -21,6 +21,11 @@ error), whatever it printed. Children and warm parents run in sessions of
 their own, so a terminal's Ctrl-C reaches this process alone, which ends
 them all (``abort``) before it removes the overlays. Every Python process
 started here writes no bytecode (overlay.NO_BYTECODE).
+
+The overlays' temporary folder (``device-guard-XXXXXXXX``) is locked while
+this process uses it. One that a SIGKILL left is removed by the next
+``Emitters`` or ``run`` once no process holds its lock or has it in its
+environment (a warm parent still winding down; ``tempdirs.remove_abandoned``).
 """
 
 from __future__ import annotations
@@ -283,23 +288,25 @@ class Emitters:
         # Why an overlay fell back to fresh interpreters, if one did.
         self.notes: List[str] = []
         self._lock = threading.Lock()
-        self.base = tempdirs.make("device-guard-", outside=installed)
+        tempdirs.remove_abandoned(outside=installed)
+        self.base = tempdirs.make(tempdirs.CHECK, outside=installed, locked=True)
         try:
-            self.paths = {
-                name: build_overlay(
-                    installed,
-                    targets,
-                    self.base / name,
-                    name == "patched",
-                    found,
-                    support,
-                )
-                for name in EMITTERS
-            }
-            for name in EMITTERS:
-                self.env(name)  # refuses a path PYTHONPATH cannot hold
-            self._cases = self.base / "cases"
-            self._cases.mkdir()
+            with tempdirs.writing(self.base):
+                self.paths = {
+                    name: build_overlay(
+                        installed,
+                        targets,
+                        self.base / name,
+                        name == "patched",
+                        found,
+                        support,
+                    )
+                    for name in EMITTERS
+                }
+                for name in EMITTERS:
+                    self.env(name)  # refuses a path PYTHONPATH cannot hold
+                self._cases = self.base / "cases"
+                self._cases.mkdir()
         except BaseException:
             tempdirs.remove(self.base)
             raise

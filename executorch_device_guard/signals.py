@@ -22,6 +22,13 @@ from typing import Iterable, Iterator
 
 _NAMES = ("SIGINT", "SIGTERM", "SIGHUP")
 _SIGNALS = {getattr(signal, name) for name in _NAMES if hasattr(signal, name)}
+# The other asynchronous signals whose default action ends a process (SIGPIPE
+# aside: Python ignores it), for commands that must clean up after any of them.
+OTHERS = [
+    getattr(signal, name)
+    for name in ("SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM")
+    if hasattr(signal, name)
+]
 
 
 class Interrupted(BaseException):

@@ -9,7 +9,10 @@
 ``check`` and ``run`` put their overlays in a temporary folder that goes on
 ``PYTHONPATH``, so its path must not hold ``os.pathsep``: a ``TMPDIR`` such as
 ``/tmp/a:b`` would split it in two and the child would import the stock
-ExecuTorch. Such a ``TMPDIR`` is refused (GuardError).
+ExecuTorch. Such a ``TMPDIR`` is refused (GuardError), and so is one whose
+path is not UTF-8 (``/tmp/caf\xe9``), from which torch cannot load
+ExecuTorch's files. A folder that cannot be written (a full disk) is named
+in one line (``writing``).
 
 A SIGINT, SIGTERM or SIGHUP that arrives while a folder is being created or
 removed waits until that is done (``holding``) and is then raised as
@@ -20,13 +23,17 @@ and not removed yet is listed, so that ``remove_all`` (the CLI's last step)
 removes it even if a signal came between its creation and its owner's
 ``try``.
 
-A folder can also be made *locked* (``run``'s): an ``flock`` on it is held
-while it is in use, by a descriptor that the command inherits
-(``lock_of``). A SIGKILL leaves such a folder behind; ``remove_abandoned``
-removes, in the temporary folder, exactly those of its names (the prefix and
-``mkdtemp``'s 8 characters) that are this user's real folders, older than a
-minute, holding nothing but what ``run`` puts there, whose lock no process
-holds. And a folder is never made inside
+A folder can also be made *locked* (``run``'s, ``check``'s): an ``flock`` on
+it is held while the tool uses it (``run``'s command inherits the
+descriptor, ``lock_of``). A SIGKILL leaves such a folder behind;
+``remove_abandoned`` removes, in the temporary folder, exactly those of its
+names (the prefix and ``mkdtemp``'s 8 characters) that are this user's real
+folders, older than a minute, holding nothing but what its command puts
+there, whose lock no process holds and that no live process still uses:
+on Linux, a process whose environment names the folder (its path is on the
+``PYTHONPATH`` that the tool gave its commands, which every process they
+start inherits, whether it closed its descriptors or left the session;
+``users``). And a folder is never made inside
 ``outside`` (the installed package): a ``TMPDIR`` there is refused, before
 anything is written. The temporary folder is found as ``tempfile`` finds it
 (``TMPDIR``, ``TEMP``, ``TMP``, the system's, the current folder) but
@@ -53,6 +60,7 @@ try:
 except ImportError:  # Windows: no locked folders, none removed
     fcntl = None  # type: ignore[assignment]
 
+from executorch_device_guard import users as _users
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.signals import Interrupted
 
@@ -61,6 +69,17 @@ _SIGNALS = [
     for name in ("SIGINT", "SIGTERM", "SIGHUP")
     if hasattr(signal, name)
 ]
+# The locked folders that ``run`` and ``check`` make, by name prefix (then
+# ``mkdtemp``'s 8 characters), and what each may hold: ``run``'s overlay,
+# its import check's answer and import markers; ``check``'s two overlays,
+# its children's case folders and its warm parents' folders. Either command
+# removes what a SIGKILL left of both (``remove_abandoned``).
+RUN = "device-guard-run-"
+CHECK = "device-guard-"
+_CONTENTS = {
+    RUN: re.compile(r"patched|where\.json|imported|started"),
+    CHECK: re.compile(r"stock|patched|cases|warm-[a-z0-9_]{8}"),
+}
 _live: Set[Path] = set()
 _locks: Dict[Path, int] = {}
 # A folder younger than this may not hold its lock yet.
@@ -163,9 +182,32 @@ def temp_root(outside: Optional[Path] = None) -> str:
             "a path on PYTHONPATH, so the overlay could not come first: set "
             f"TMPDIR to a folder whose path has no {os.pathsep!r}."
         )
+    try:
+        root.encode("utf-8")
+    except UnicodeEncodeError:
+        raise GuardError(
+            f"the temporary folder {root} is not a UTF-8 path, and torch cannot "
+            "load ExecuTorch's files from such a path: set TMPDIR to a folder "
+            "whose path is UTF-8. Nothing was run."
+        ) from None
     if outside is not None and _inside(root, outside):
         raise _inside_error(root, outside)
     return root
+
+
+@contextlib.contextmanager
+def writing(folder: Path) -> Iterator[None]:
+    """Turns a failed write under ``folder``, made by ``make`` (a full
+    disk, a quota), into one line naming the temporary folder that holds it
+    and the way out (GuardError); ``folder`` is removed by its owner."""
+    try:
+        yield
+    except OSError as e:
+        raise GuardError(
+            f"Cannot write the overlay into the temporary folder {folder.parent} "
+            f"({e.strerror or e}): free space there, or set TMPDIR to another "
+            "folder. Nothing was run."
+        ) from e
 
 
 def make(prefix: str, outside: Optional[Path] = None, locked: bool = False) -> Path:
@@ -173,7 +215,14 @@ def make(prefix: str, outside: Optional[Path] = None, locked: bool = False) -> P
     ``lock_of``); a signal during its creation removes it again."""
     root = temp_root(outside)
     with holding() as held:
-        path = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+        try:
+            path = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+        except OSError as e:
+            raise GuardError(
+                f"Cannot make a folder in the temporary folder {root} "
+                f"({e.strerror or e}): free space there, or set TMPDIR to "
+                "another folder you can write to. Nothing was run."
+            ) from e
         _live.add(path)
         if locked and fcntl is not None:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
@@ -200,6 +249,13 @@ def remove(path: Path) -> None:
     held.raise_first()
 
 
+def keep(path: Path) -> None:
+    """Leaves ``path`` where it is, unlocked, for ``remove_abandoned`` of a
+    later run: processes that outlive its owner still use it."""
+    _live.discard(path)
+    _unlock(path)
+
+
 def remove_all() -> None:
     """Removes every folder ``make`` made that is still there."""
     with holding():
@@ -215,25 +271,28 @@ def _unlock(path: Path) -> None:
         os.close(fd)
 
 
-def remove_abandoned(
-    prefix: str, contents: Set[str], outside: Optional[Path] = None
-) -> List[Path]:
-    """Removes the locked folders named ``prefix`` + 8 characters that a
-    SIGKILL left in the temporary folder (refused, as for ``make``, if it is
-    inside ``outside``): this user's real folders, settled, holding only
-    names in ``contents``, whose lock no process holds (their command ended
-    too). Returns them."""
+def remove_abandoned(outside: Optional[Path] = None) -> List[Path]:
+    """Removes the locked folders of ``run`` and ``check`` that a SIGKILL
+    left in the temporary folder (refused, as for ``make``, if it is inside
+    ``outside``): this user's real folders, named as they name theirs,
+    settled, holding only what they put there, whose lock no process holds
+    and that no live process uses (``users.of``: one that a command started
+    with the folder on its ``PYTHONPATH``). Returns them."""
     if fcntl is None or not hasattr(os, "geteuid"):
         return []
     root = temp_root(outside)
-    name = re.compile(re.escape(prefix) + r"[a-z0-9_]{8}")
+    names = {
+        re.compile(re.escape(prefix) + r"[a-z0-9_]{8}"): contents
+        for prefix, contents in _CONTENTS.items()
+    }
     removed = []
     try:
         entries = sorted(os.listdir(root))
     except OSError:
         return []
     for entry in entries:
-        if not name.fullmatch(entry):
+        contents = next((c for n, c in names.items() if n.fullmatch(entry)), None)
+        if contents is None:
             continue
         path = Path(root) / entry
         try:
@@ -252,12 +311,14 @@ def remove_abandoned(
             opened = os.fstat(fd)
             if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
                 continue
-            if not set(os.listdir(fd)) <= contents:
-                continue  # not a folder that run made
+            if not all(contents.fullmatch(n) for n in os.listdir(fd)):
+                continue  # not a folder that the tool made
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 continue  # in use
+            if _users.of(path):
+                continue  # a process of its command still runs
             with holding() as held:
                 shutil.rmtree(path, ignore_errors=True)
             removed.append(path)

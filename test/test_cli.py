@@ -163,7 +163,7 @@ def test_refuses_a_locally_edited_file(tmp_path: Path, site: Path) -> None:
             cli(site, command),
             "is unknown",
             "Nothing was changed",
-            "pip install --force-reinstall --no-deps executorch==1.5.1",
+            "--force-reinstall --no-deps executorch==1.5.1",
         )
     status = cli(site, "status").stdout
     assert state(status, "exir/emit/_emitter.py") == "unknown"

@@ -20,9 +20,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Tuple
 
 import pytest
 
+from conftest import REPO
 from sites import (
     assert_only_targets_changed,
     cli,
@@ -689,6 +691,9 @@ def test_a_hostile_version_is_quoted_in_the_recovery_command(tmp_path: Path) -> 
         "-m",
         "pip",
         "install",
+        "--target",  # the site is on PYTHONPATH, as pip install --target leaves it
+        str(site),
+        "--upgrade",
         "--force-reinstall",
         "--no-deps",
         f"executorch=={version}",
@@ -840,3 +845,294 @@ def test_a_name_with_a_newline_and_terminal_escapes_is_one_clean_line(
     one_line_error(result, "executorch-1.5.0\\n\\x1b[2J\\x1b[31mFAKE.dist-info")
     assert "\x1b" not in result.stderr
     assert snapshot(tmp_path) == before
+
+
+# Issue 34: the fourth attack (hostile-f78d3a2.md).
+
+
+def _zip(site: Path, dest: Path, egg: bool = False) -> Path:
+    """``site``'s package and metadata in a zip file, with folder entries, as
+    ``zip -r`` writes it (a namespace package imports from a zip only with
+    them); ``egg``: as an ``.egg``, its metadata in ``EGG-INFO/``."""
+    import zipfile
+
+    with zipfile.ZipFile(dest, "w") as archive:
+        for path in sorted(site.rglob("*")):
+            name = str(path.relative_to(site))
+            if egg and ".dist-info" in name:
+                continue
+            if path.is_dir():
+                archive.writestr(name + "/", "")
+            else:
+                archive.write(path, name)
+        if egg:
+            archive.writestr("EGG-INFO/", "")
+            archive.writestr(
+                "EGG-INFO/PKG-INFO",
+                "Metadata-Version: 2.1\nName: executorch\nVersion: 1.5.1\n",
+            )
+    return dest
+
+
+@pytest.mark.parametrize("command", ["status", "apply", "revert", "run", "check"])
+@pytest.mark.parametrize("how", ["zip", "egg", "zip-ahead-of-site"])
+def test_executorch_inside_a_zip_or_egg_is_one_line(
+    tmp_path: Path, site: Path, how: str, command: str
+) -> None:
+    """D1: importlib.metadata reads a zipped dist-info (or an egg's
+    EGG-INFO) through zipfile.Path: f78d3a2 ended in a TypeError traceback,
+    exit 1. Such an installation can be neither patched nor overlaid: one
+    line naming the file, exit 2, nothing changed."""
+    name = "executorch-1.5.1-py3.11.egg" if how == "egg" else "et.zip"
+    archive = _zip(site, tmp_path / name, egg=how == "egg")
+    path = [str(archive)] + ([str(site)] if how == "zip-ahead-of-site" else [])
+    if how != "zip-ahead-of-site":
+        shutil.rmtree(site)
+    env = {"PYTHONPATH": os.pathsep.join(path + [str(REPO)])}
+    before = snapshot(tmp_path)
+    args = ["check", "--paths", "emitter", "--devices", "cpu"]
+    args = args if command == "check" else _run_args(command)
+    result = cli(archive, *args, env=env)
+    one_line_error(result, f"ExecuTorch is installed inside {archive} ")
+    assert "Nothing was changed" in result.stderr
+    assert snapshot(tmp_path) == before
+
+
+def _develop_install(tmp_path: Path, site: Path) -> Tuple[Path, Path]:
+    """``setup.py develop`` (or ``pip install -e`` of a checkout without a
+    pyproject.toml), written by hand as setuptools writes it: the package
+    and ``executorch.egg-info`` in the checkout, an ``.egg-link`` and
+    ``easy-install.pth`` in site-packages. Returns (site-packages, checkout)."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    shutil.move(str(site / "executorch"), checkout / "executorch")
+    shutil.rmtree(next(site.glob("*.dist-info")))
+    (checkout / "setup.py").write_text("from setuptools import setup\nsetup()\n")
+    info = checkout / "executorch.egg-info"
+    info.mkdir()
+    (info / "PKG-INFO").write_text(
+        "Metadata-Version: 2.1\nName: executorch\nVersion: 1.5.1\n"
+    )
+    sources = ["setup.py"] + [f"executorch/{rel}" for rel in TARGETS]
+    (info / "SOURCES.txt").write_text("\n".join(sources) + "\n")
+    (info / "top_level.txt").write_text("executorch\n")
+    (info / "dependency_links.txt").write_text("\n")
+    (site / "executorch.egg-link").write_text(f"{checkout}\n.")
+    (site / "easy-install.pth").write_text(f"{checkout}\n")
+    return site, checkout
+
+
+# Runs the CLI with ``sys.argv[1]`` added as a site folder (its .pth files
+# read), under ``python -S``: the only ExecuTorch is the one it leads to.
+_WITH_SITE = (
+    "import site, sys; site.addsitedir(sys.argv.pop(1)); "
+    "from executorch_device_guard.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+@pytest.mark.parametrize("command", ["status", "apply", "revert", "run"])
+def test_a_setup_py_develop_install_is_refused(
+    tmp_path: Path, site: Path, command: str
+) -> None:
+    """D2: f78d3a2 took a checkout installed by ``setup.py develop`` (an
+    egg-info without installed-files.txt, found through easy-install.pth)
+    for an installation, and apply rewrote the user's source tree. It is
+    refused, as a PEP 660 editable install is, naming the checkout."""
+    site, checkout = _develop_install(tmp_path, site)
+    before = snapshot(tmp_path)
+    result = cli(
+        tmp_path / "nowhere", "-c", _WITH_SITE, str(site), *_run_args(command),
+        python_flags=["-S"],
+        module=False,
+    )
+    one_line_error(
+        result,
+        f"({checkout / 'executorch.egg-info'}) is an editable or source install "
+        f"of {checkout / 'executorch'}",
+        "git am",
+    )
+    assert snapshot(tmp_path) == before
+
+
+def test_an_editable_install_names_its_source_tree(tmp_path: Path, site: Path) -> None:
+    """D2: a PEP 660 editable install's refusal named site-packages/executorch,
+    which is not there; it names the tree that ``import executorch`` loads."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    shutil.move(str(site / "executorch"), checkout / "executorch")
+    (info,) = site.glob("*.dist-info")
+    (info / "RECORD").write_text("__editable__.executorch-1.5.1.pth,,\n")
+    (site / "__editable__.executorch-1.5.1.pth").write_text(f"{checkout}\n")
+    before = snapshot(tmp_path)
+    for command in ("status", "apply"):
+        result = cli(
+            tmp_path / "nowhere", "-c", _WITH_SITE, str(site), command,
+            python_flags=["-S"],
+            module=False,
+        )
+        one_line_error(
+            result, f"is an editable or source install of {checkout / 'executorch'}:"
+        )
+    assert snapshot(tmp_path) == before
+
+
+def _recovery(status: str) -> list:
+    import shlex
+
+    line = next(x for x in status.splitlines() if "reinstall ExecuTorch: " in x)
+    return shlex.split(line.split("reinstall ExecuTorch: ", 1)[1])
+
+
+@pytest.mark.parametrize("how", ["target", "other-venv", "uv-venv", "uv-target"])
+def test_the_recovery_command_reinstalls_where_executorch_is(
+    tmp_path: Path, how: str
+) -> None:
+    """D5: the printed recovery command reinstalled into the tool's own
+    environment whatever the files said. ``pip install --target DIR`` with
+    PYTHONPATH=DIR needs ``--target DIR --upgrade``; another venv's
+    site-packages (reached through a .pth file) its own Python; a venv that
+    uv made (INSTALLER says uv, no pip in it) ``uv pip install``."""
+    if how.endswith("venv"):
+        venv = tmp_path / "venv"
+        site = make_site(venv / "lib" / "python3.11" / "site-packages")
+        (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+        (venv / "bin").mkdir()
+        (venv / "bin" / "python").symlink_to(sys.executable)
+        python = str(venv / "bin" / "python")
+    else:
+        site = make_site(tmp_path / "site")
+    if how.startswith("uv"):
+        (next(site.glob("*.dist-info")) / "INSTALLER").write_text("uv\n")
+    emitter = site / "executorch" / EMITTER
+    emitter.write_bytes(emitter.read_bytes().replace(b"\n", b"\r\n"))
+    status = cli(site, "status")
+    assert status.returncode == 0, status.stderr
+    tail = ["--no-deps", "executorch==1.5.1"]
+    expected = {
+        "target": [sys.executable, "-m", "pip", "install", "--target", str(site),
+                   "--upgrade", "--force-reinstall", *tail],
+        "other-venv": [python, "-m", "pip", "install", "--force-reinstall", *tail]
+        if how == "other-venv" else None,
+        "uv-venv": ["uv", "pip", "install", "--python", python, "--reinstall", *tail]
+        if how == "uv-venv" else None,
+        "uv-target": ["uv", "pip", "install", "--target", str(site), "--reinstall",
+                      *tail],
+    }[how]
+    assert _recovery(status.stdout) == expected, status.stdout
+    result = cli(site, "apply")
+    one_line_error(result)
+    assert _recovery(result.stderr) == expected
+
+
+def test_the_recovery_command_keeps_the_release_when_record_cannot_be_read(
+    tmp_path: Path, site: Path
+) -> None:
+    """D5: with RECORD not UTF-8, METADATA (and the folder's name) still give
+    the release; the command dropped the pin, and --no-deps would install
+    the newest ExecuTorch whatever torch it needs."""
+    record = next(site.glob("*.dist-info")) / "RECORD"
+    record.write_bytes(record.read_bytes() + b"executorch/\xff,,\n")
+    result = cli(site, "status")
+    one_line_error(result, f"{record} cannot be read")
+    assert result.stderr.rstrip().endswith(" executorch==1.5.1"), result.stderr
+
+
+def _chattr(flag: str, path: Path) -> bool:
+    import subprocess
+
+    try:
+        done = subprocess.run(["chattr", flag, str(path)], capture_output=True)
+    except OSError:
+        return False
+    return done.returncode == 0
+
+
+def test_an_append_only_folder_is_named_with_the_way_out(
+    tmp_path: Path, site: Path
+) -> None:
+    """D6: in an append-only folder (chattr +a) a file can be created but not
+    renamed over or removed: f78d3a2's revert failed half-way, left its
+    temporary file and the folder a new time, and every later run printed a
+    bare "[Errno 1] ... '._emitter.py.device-guard....tmp'". The flag is
+    seen first: one line naming the folder and `chattr -a`, nothing
+    changed; status says why a leftover stays."""
+    if os.geteuid() != 0:
+        pytest.skip("chattr needs root")
+    assert cli(site, "apply").returncode == 0
+    emit = site / "executorch" / "exir" / "emit"
+    leftover = emit / (
+        "._emitter.py.device-guard.0123456789abcdef.1.0123456789abcdef.tmp"
+    )
+    leftover.write_bytes(b"x")
+    if not _chattr("+a", emit):
+        pytest.skip("no append-only flag on this file system")
+    try:
+        mtime = os.stat(emit).st_mtime_ns
+        before = snapshot(tmp_path)
+        for command in ("revert", "apply"):
+            one_line_error(
+                cli(site, command),
+                f"{emit} is append-only, so this tool cannot replace or remove "
+                "files in it. Nothing was changed.",
+                f"(chattr -a {emit}, as root)",
+            )
+            assert snapshot(tmp_path) == before
+            assert os.stat(emit).st_mtime_ns == mtime
+        status = cli(site, "status")
+        assert status.returncode == 0, status.stderr
+        assert f"1 temporary file(s) left by an interrupted run, which stay: {emit} " \
+            "is append-only" in status.stdout, status.stdout
+    finally:
+        _chattr("-a", emit)
+    assert cli(site, "revert").returncode == 0
+    assert not leftover.exists()
+
+
+def _shadow_zip(tmp_path: Path) -> Path:
+    """A zip holding only an ``executorch/exir`` package, no metadata."""
+    import zipfile
+
+    shadow = tmp_path / "shadow.zip"
+    with zipfile.ZipFile(shadow, "w") as archive:
+        archive.writestr("executorch/", "")
+        archive.writestr("executorch/exir/", "")
+        archive.writestr("executorch/exir/__init__.py", "print('NOT PATCHED')\n")
+    return shadow
+
+
+@pytest.mark.parametrize("command", ["status", "apply", "revert", "run"])
+def test_a_zipped_executorch_ahead_on_the_path_is_a_shadow(
+    tmp_path: Path, site: Path, command: str
+) -> None:
+    """N3: `import executorch.exir` loads a zip's exir/ that comes first on
+    PYTHONPATH (executorch is a namespace package): f78d3a2 looked for
+    folders only, so apply went ahead and status said "Patched.". It is
+    refused as any shadow is."""
+    shadow = _shadow_zip(tmp_path)
+    env = {"PYTHONPATH": os.pathsep.join([str(shadow), str(site), str(REPO)])}
+    before = snapshot(tmp_path)
+    result = cli(site, *_run_args(command), env=env)
+    one_line_error(
+        result,
+        f"`import executorch.exir` here loads {shadow / 'executorch'}/exir, not "
+        "the installed ExecuTorch",
+    )
+    assert "NOT PATCHED" not in result.stdout
+    assert snapshot(tmp_path) == before
+
+
+def test_a_pycache_prefix_given_with_dash_x_is_seen_too(
+    tmp_path: Path, site: Path
+) -> None:
+    """Q: ``python -X pycache_prefix=DIR`` is PYTHONPYCACHEPREFIX by another
+    name: the tool run that way refuses as with the variable (held on
+    f78d3a2 too). A prefix that only the program's Python is given, the
+    tool cannot see: apply-and-run.md says so."""
+    prefix = tmp_path / "prefix"
+    pyc = _compile_into(prefix, site / "executorch" / EMITTER)
+    before = snapshot(tmp_path)
+    result = cli(site, "apply", python_flags=["-X", f"pycache_prefix={prefix}"])
+    one_line_error(result, f"Python would run {pyc}")
+    assert snapshot(tmp_path) == before
+    doc = (REPO / "docs" / "apply-and-run.md").read_text()
+    assert "-X pycache_prefix" in doc

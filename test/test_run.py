@@ -24,14 +24,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Tuple
 
 import pytest
 
 from conftest import REPO
 from executorch_device_guard.installed import executorch_root
 from sites import make_site, snapshot
-from throwaway import copy_of_installed_executorch, leftovers
+from throwaway import copy_of_installed_executorch, leftovers, survivors
 
 EXPORT_SCRIPT = """
 import os, sys, time
@@ -828,3 +828,270 @@ def test_the_next_run_removes_what_a_killed_run_left(tmp_path: Path, tmp_env) ->
         "device-guard-run-mine1234",
         "device-guard-run-young123",
     ]
+
+
+# Issue 34: the fourth attack (hostile-f78d3a2.md).
+
+_WORKER = """
+import importlib.util, os, sys, time
+go, out = sys.argv[1:]
+while not os.path.exists(go):
+    time.sleep(0.05)
+with open(out + ".tmp", "w") as f:
+    f.write(importlib.util.find_spec("executorch.exir").origin)
+os.rename(out + ".tmp", out)
+"""
+
+
+def _wait_for(path: Path, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never came"
+        time.sleep(0.05)
+
+
+def _ended(pid: int, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def _age(path: Path) -> None:
+    old = time.time() - 3600
+    os.utime(path, (old, old))
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="Linux /proc")
+def test_a_worker_that_outlives_the_command_keeps_its_overlay(
+    tmp_path: Path, tmp_env
+) -> None:
+    """D3 (a): a command that starts a background worker and ends. f78d3a2
+    removed the overlay when its direct child ended, and the worker's later
+    imports found the stock ExecuTorch. The overlay stays while the worker
+    lives (run says so in one line), and the next run removes it after."""
+    worker = tmp_path / "worker.py"
+    worker.write_text(_WORKER)
+    go, out = tmp_path / "go", tmp_path / "out"
+    line = shlex.join([sys.executable, str(worker), str(go), str(out)])
+    result = guard("run", "--", "sh", "-c", f"{line} >/dev/null 2>&1 &", env=tmp_env)
+    go.touch()
+    _wait_for(out)
+    origin = Path(out.read_text())
+    assert result.returncode == 0, result.stderr
+    (left,) = overlays_in(tmp_env)
+    assert origin.is_relative_to(left) and origin.is_file(), origin
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        "executorch-device-guard: note: the command ended, but process "
+    ), result.stderr
+    assert f"so {left} stays; the next `run` removes it" in lines[0]
+    time.sleep(0.5)  # the worker ends once it has written
+    _age(left)
+    assert guard("run", "--", "true", env=tmp_env).returncode == 0
+    assert overlays_in(tmp_env) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="Linux /proc")
+def test_a_killed_runs_overlay_stays_while_a_command_that_closed_its_fds_lives(
+    tmp_path: Path, tmp_env
+) -> None:
+    """D3 (b): kill -9 of run, its command a daemon that closed the
+    descriptors it inherited (the lock among them), as a child of
+    subprocess does: f78d3a2's next run removed the live command's overlay.
+    It stays while the command lives (its environment names it)."""
+    script = (
+        "import os, time; os.closerange(3, 65536); "
+        "print(os.getpid(), flush=True); time.sleep(600)"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "executorch_device_guard", "run", "--"]
+        + [sys.executable, "-c", script],
+        env=tmp_env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    command = int(proc.stdout.readline())
+    try:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+        (left,) = overlays_in(tmp_env)
+        _age(left)
+        ran = guard("run", "--", "true", env=tmp_env)
+        assert ran.returncode == 0, ran.stderr
+        assert left.is_dir(), "removed while its command ran"
+    finally:
+        os.kill(command, signal.SIGKILL)
+    _ended(command)
+    assert guard("run", "--", "true", env=tmp_env).returncode == 0
+    assert not left.exists()
+
+
+NOTE_FAILED = (
+    "executorch-device-guard: note: a process of this command started importing "
+    "ExecuTorch from the patched overlay, but no process finished that import"
+)
+
+
+def test_an_import_of_the_overlay_that_failed_is_not_blamed_on_pythonpath(
+    tmp_env,
+) -> None:
+    """N2: the command imported the overlay's ExecuTorch, and that import
+    failed (here torch is missing): f78d3a2's note blamed python -I, env -u
+    PYTHONPATH or a venv activation. It says the import failed."""
+    code = "import sys; sys.modules['torch'] = None; import executorch.exir"
+    result = guard("run", "--", sys.executable, "-c", code, env=tmp_env)
+    assert result.returncode == 1, result.stderr
+    assert "/patched/executorch/exir/__init__.py" in result.stderr
+    notes = [x for x in result.stderr.splitlines() if x.startswith("executorch-device")]
+    assert len(notes) == 1 and notes[0].startswith(NOTE_FAILED), result.stderr
+    assert "PYTHONPATH" not in notes[0]
+    assert overlays_in(tmp_env) == []
+
+
+def test_the_import_markers_keep_every_line_number() -> None:
+    """The start marker takes the place of a blank line after the docstring
+    and __future__ imports, outside any statement; the end code is appended."""
+    from executorch_device_guard.run import with_markers
+
+    text = (
+        b'"""Doc."""\n\nfrom __future__ import annotations\n\nx = (\n\n    1)\n\n'
+        b"@dec\n\ndef f():\n    pass\n"
+    )
+    marked = with_markers(text)
+    lines, old = marked.splitlines(), text.splitlines()
+    assert lines[3].startswith(b"exec(") and lines[:3] == old[:3], marked
+    assert lines[4 : len(old)] == old[4:]
+    compile(marked, "x", "exec")
+    # No blank line outside a statement after the header: none is taken.
+    inside = b'"""Doc."""\nx = (\n\n    1)\n'
+    assert with_markers(inside).splitlines()[: len(inside.splitlines())] == (
+        inside.splitlines()
+    )
+    assert with_markers(b"x = 1\n").splitlines()[0] == b"x = 1"  # no blank line
+
+
+@pytest.mark.parametrize(
+    "args", [["run", "--", "true"], ["check", "--paths", "emitter"]]
+)
+def test_a_tmpdir_that_is_not_utf8_is_refused(tmp_path: Path, args) -> None:
+    """N1: torch cannot load ExecuTorch's files from a path that is not
+    UTF-8: f78d3a2's run broke the command, and check ran every export to
+    end in NO VERDICT. Refused up front, one line naming it."""
+    tmpdir = os.fsencode(tmp_path) + b"/caf\xe9"
+    os.mkdir(tmpdir)
+    env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=os.fsdecode(tmpdir))
+    result = guard(*args, env=env, timeout=300)
+    one_line(result, 2, "/caf\\xe9 is not a UTF-8 path", "set TMPDIR")
+    assert os.listdir(tmpdir) == []
+
+
+@pytest.fixture
+def full_tmpdir(tmp_path: Path):
+    """A TMPDIR on a 512 KiB tmpfs, filled (needs root)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    full = tmp_path / "full"
+    full.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(full)],
+        capture_output=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr!r}")
+    try:
+        with open(full / "fill", "wb", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+            except OSError:
+                pass
+        yield full
+    finally:
+        subprocess.run(["umount", str(full)], check=True)
+
+
+@pytest.mark.parametrize(
+    "args", [["run", "--", "true"], ["check", "--paths", "emitter", "--devices", "cpu"]]
+)
+def test_a_full_tmpdir_is_named(full_tmpdir: Path, args) -> None:
+    """D6 (a): f78d3a2 said only "[Errno 28] No space left on device". One
+    line names the temporary folder and the way out; for check, exit 2 (a
+    refusal before any export), as for a TMPDIR it cannot use otherwise."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(full_tmpdir))
+    result = guard(*args, env=env, timeout=300)
+    one_line(
+        result, 2, f"temporary folder {full_tmpdir} (No space left on device)",
+        "set TMPDIR to another folder",
+    )
+    assert os.listdir(full_tmpdir) == ["fill"]
+
+
+def _start_check(env: Dict[str, str]) -> Tuple[subprocess.Popen, Path]:
+    """check, started; and its folder, once its overlays and case folder are
+    there."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "executorch_device_guard", "check"]
+        + ["--paths", "emitter", "--devices", "cpu"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while True:
+        found = overlays_in(env)
+        if found and (found[0] / "cases").is_dir():
+            return proc, found[0]
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("name", ["SIGUSR1", "SIGQUIT"])
+def test_check_ended_by_another_signal_removes_its_folder(tmp_env, name: str) -> None:
+    """D4: SIGUSR1 (or SIGQUIT, SIGUSR2, SIGALRM) killed f78d3a2's check
+    outright, its 2 MB folder left in TMPDIR. It ends as for SIGTERM: one
+    line, 128+N, its children ended and the folder removed."""
+    proc, folder = _start_check(tmp_env)
+    signum = getattr(signal, name)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signum, (proc.returncode, err[-3000:])
+    last = err.splitlines()[-1]
+    assert last == f"executorch-device-guard: error: interrupted ({name}).", err
+    assert not folder.exists()
+    assert survivors(tmp_env["TMPDIR"]) == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="Linux /proc")
+def test_a_killed_checks_folder_is_removed_once_nothing_uses_it(
+    tmp_path: Path, tmp_env
+) -> None:
+    """D4: kill -9 of check leaves device-guard-XXXXXXXX, which f78d3a2
+    never removed. Its folder is locked now, like run's: the next run (or
+    check) removes it once no process holds its lock or has it in its
+    environment (a warm parent still winding down, here a stand-in)."""
+    proc, folder = _start_check(tmp_env)
+    user = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"],
+        env=dict(tmp_env, PYTHONPATH=str(folder / "stock")),
+    )
+    try:
+        proc.kill()
+        proc.communicate(timeout=60)
+        for pid in survivors(tmp_env["TMPDIR"], wait=0):  # its warm parents
+            if pid != user.pid:
+                os.kill(pid, signal.SIGKILL)
+        assert folder.is_dir()
+        _age(folder)
+        ran = guard("run", "--", "true", env=tmp_env)
+        assert ran.returncode == 0, ran.stderr
+        assert folder.is_dir(), "removed while a process used it"
+    finally:
+        user.kill()
+        user.wait()
+    for pid in survivors(tmp_env["TMPDIR"], wait=0):
+        _ended(pid)
+    _age(folder)
+    assert guard("run", "--", "true", env=tmp_env).returncode == 0
+    assert not folder.exists()
+    assert overlays_in(tmp_env) == []
