@@ -369,8 +369,8 @@ def test_the_vulkan_path_crashes_stock_and_errors_patched() -> None:
     assert re.search(CRASH_SITES["vulkan"], fake["stock"]["stderr"])
     assert fake["patched"]["summary"] == (
         "RuntimeError: Constant tensor data for '0.weight' is on device cuda:0, "
-        "but the Vulkan delegate serializes constant data from CPU memory. Move "
-        "the model to CPU before lowering it to Vulkan."
+        "but the Vulkan delegate serializes constant data from CPU memory. Lower "
+        "the model with its constants in CPU memory."
     )
 
 

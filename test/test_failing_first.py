@@ -89,10 +89,7 @@ STOCK_FAILURES = {
         EMIT + "test_emit_constant_not_in_cpu_memory_raises",
         EMIT + "test_emit_constant_method_not_in_cpu_memory_raises",
     },
-    "0002": {
-        BUNDLE + "test_bundle_tensors_on_device",
-        BUNDLE + "test_bundle_meta_expected_output",
-    },
+    "0002": {BUNDLE + "test_bundle_tensors_on_device"},
     "0003": {
         XNNPACK + "test_model_on_meta_raises",
         XNNPACK + "test_weight_in_meta_storage_raises",

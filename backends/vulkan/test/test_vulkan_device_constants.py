@@ -33,8 +33,8 @@ class TestVulkanDeviceConstants(unittest.TestCase):
         self.assertEqual(
             str(context.exception),
             f"Constant tensor data for 'linear.weight' is on device {device}, but "
-            "the Vulkan delegate serializes constant data from CPU memory. Move "
-            "the model to CPU before lowering it to Vulkan.",
+            "the Vulkan delegate serializes constant data from CPU memory. Lower "
+            "the model with its constants in CPU memory.",
         )
 
     def test_model_on_meta_raises(self) -> None:

@@ -34,8 +34,8 @@ class TestXnnpackDeviceConstants(unittest.TestCase):
         self.assertEqual(
             str(context.exception),
             f"Constant tensor data for 'linear.weight' is on device {device}, but "
-            "XNNPACK serializes constant data from CPU memory. Move the model to "
-            "CPU before lowering it to XNNPACK.",
+            "XNNPACK serializes constant data from CPU memory. Lower the model with "
+            "its constants in CPU memory.",
         )
 
     def test_model_on_meta_raises(self) -> None:

@@ -15,7 +15,8 @@ from executorch.extension.llm.custom_ops import custom_ops  # noqa
 
 def _library_ops():
     """The overloads that op_sdpa_aot.cpp, op_moe_aot.cpp,
-    op_fast_hadamard_transform_aten.cpp and op_tile_crop_aot.cpp register."""
+    op_fast_hadamard_transform_aten.cpp and op_tile_crop_aot.cpp register: an
+    op added there belongs here too."""
     packets = [
         torch.ops.llama.sdpa_with_kv_cache,
         torch.ops.llama.custom_sdpa,
