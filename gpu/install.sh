@@ -6,6 +6,10 @@ ET="${ET:-1.5.1}"
 out="${OUT:-gpu-out}"
 mkdir -p "$out"
 site="/tmp/site-$ET"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-    --upgrade --target "$site" .whl/et"${ET//./}"/*.whl .whl/deps/*.whl || exit
+# Installed once: jobs that run side by side (gpu/series_h200.sh) share it.
+if [[ ! -f "$site/.installed" ]]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+        --upgrade --target "$site" .whl/et"${ET//./}"/*.whl .whl/deps/*.whl || exit
+    touch "$site/.installed"
+fi
 export PYTHONPATH="$site"
