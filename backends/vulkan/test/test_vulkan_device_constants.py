@@ -48,7 +48,8 @@ class TestVulkanDeviceConstants(unittest.TestCase):
     def test_weight_in_meta_storage_raises(self) -> None:
         # A fake tensor reports cpu, but its storage, which the delegate reads,
         # is on meta. Lowering checks its own weights' fake copies, so the
-        # weight becomes fake only where the delegate fetches it to serialize.
+        # weight becomes fake only where the delegate fetches it to serialize:
+        # VkGraphBuilder.get_param_tensor, patched below.
         program = export(LinearReLU().eval(), (torch.ones(2, 4),), strict=True)
         get_param_tensor = VkGraphBuilder.get_param_tensor
 

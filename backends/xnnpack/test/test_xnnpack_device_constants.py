@@ -49,7 +49,8 @@ class TestXnnpackDeviceConstants(unittest.TestCase):
     def test_weight_in_meta_storage_raises(self) -> None:
         # A fake tensor reports cpu, but its storage, which XNNPACK reads, is
         # on meta. Lowering checks its own weights' fake copies, so the weight
-        # becomes fake only where XNNPACK fetches it to serialize.
+        # becomes fake only where XNNPACK fetches it to serialize: node_visitor's
+        # get_param_tensor, patched below.
         program = export(LinearReLU().eval(), (torch.ones(2, 4),), strict=True)
 
         def fetch_fake(exported_program, node):
