@@ -38,7 +38,7 @@ class TestVulkanDeviceConstants(unittest.TestCase):
         )
 
     def test_model_on_meta_raises(self) -> None:
-        # A meta model takes the path of a CUDA model, on every build: the
+        # A meta model takes the path of a CUDA model, without a GPU: the
         # delegate must refuse its weights rather than read them from the host.
         model = LinearReLU().eval().to("meta")
         program = export(model, (torch.ones(2, 4, device="meta"),), strict=True)
@@ -47,9 +47,9 @@ class TestVulkanDeviceConstants(unittest.TestCase):
 
     def test_weight_in_meta_storage_raises(self) -> None:
         # A fake tensor reports cpu, but its storage, which the delegate reads,
-        # is on meta. Lowering checks its own weights' fake copies, so the
-        # weight becomes fake only where the delegate fetches it to serialize:
-        # VkGraphBuilder.get_param_tensor, patched below.
+        # is on meta. Lowering rejects fake weights in the state dict, so the
+        # test hands one over where the builder fetches the weight
+        # (VkGraphBuilder.get_param_tensor).
         program = export(LinearReLU().eval(), (torch.ones(2, 4),), strict=True)
         get_param_tensor = VkGraphBuilder.get_param_tensor
 

@@ -39,7 +39,7 @@ class TestXnnpackDeviceConstants(unittest.TestCase):
         )
 
     def test_model_on_meta_raises(self) -> None:
-        # A meta model takes the path of a CUDA model, on every build: XNNPACK
+        # A meta model takes the path of a CUDA model, without a GPU: XNNPACK
         # must refuse its weights rather than read them from the host.
         model = LinearReLU().eval().to("meta")
         program = export(model, (torch.ones(2, 4, device="meta"),), strict=True)
@@ -47,10 +47,10 @@ class TestXnnpackDeviceConstants(unittest.TestCase):
         self.assert_lowering_raises(program, "meta")
 
     def test_weight_in_meta_storage_raises(self) -> None:
-        # A fake tensor reports cpu, but its storage, which XNNPACK reads, is
-        # on meta. Lowering checks its own weights' fake copies, so the weight
-        # becomes fake only where XNNPACK fetches it to serialize: node_visitor's
-        # get_param_tensor, patched below.
+        # A fake tensor reports cpu, but its storage, which XNNPACK reads, is on
+        # meta. Lowering rejects fake weights in the state dict, so the test
+        # hands one over where the visitor fetches the weight
+        # (node_visitor.get_param_tensor).
         program = export(LinearReLU().eval(), (torch.ones(2, 4),), strict=True)
 
         def fetch_fake(exported_program, node):
