@@ -644,7 +644,7 @@ def test_the_patch_is_judged_only_where_it_acts() -> None:
     for device in ("cpu", "fake:cuda:0", "meta"):
         row = Row("emitter", device, {"stock": fails, "patched": fails})
         assert row.problems == [] and row.tool_errors == [], device
-        assert "does not export with stock ExecuTorch either" in row.unchecked
+        assert "does not export this model with stock ExecuTorch either" in row.unchecked
     assert check.judge([row]).exit_code == 3
     # After the move, failing alike on a fake device is the tool's fault.
     after = Outcome(1, export_error("no attribute 'x'"), "")
@@ -670,7 +670,7 @@ def test_a_crash_alike_before_the_device_is_not_blamed_on_the_patch() -> None:
             "emitter", device, {"stock": crash("export"), "patched": crash("export")}
         )
         assert row.problems == [] and row.tool_errors == [], device
-        assert "does not export with stock ExecuTorch either" in row.unchecked
+        assert "does not export this model with stock ExecuTorch either" in row.unchecked
         assert "SIGSEGV" in row.unchecked
     assert check.judge([row]).exit_code == 3
     # On CPU the whole export is before any device.
