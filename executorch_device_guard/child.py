@@ -226,10 +226,25 @@ def _claims(device: str) -> Any:
     return keep_device_claims() if _is_moved(device) else contextlib.nullcontext()
 
 
+# Whether the model is exported from CPU: then the warm parent may have
+# made its first steps already, alike for every device (preloaded.py).
+_from_cpu = [False]
+
+
+def _prepared(step: str) -> Any:
+    """The warm parent's result of ``step`` for the model from CPU, or None."""
+    from executorch_device_guard import preloaded
+
+    return preloaded.prepared(step) if _from_cpu[0] else None
+
+
 def _export(model: Any) -> Any:
     from torch.export import export
 
     _step("torch.export")
+    found = _prepared("torch.export")
+    if found is not None:
+        return found
     return export(
         model.module,
         model.args,
@@ -243,9 +258,11 @@ def _emit(model: Any, device: str, external_constants: bool) -> Any:
     to_executorch()'s passes and the emitter see device tensors."""
     from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
 
-    exported = _export(model)
-    _step("to_edge_transform_and_lower")
-    edge = to_edge_transform_and_lower(exported)
+    edge = _prepared("emit")
+    if edge is None:
+        exported = _export(model)
+        _step("to_edge_transform_and_lower")
+        edge = to_edge_transform_and_lower(exported)
     _record_programs(edge, device)
     if _is_moved(device):
         _move_programs(edge, device)
@@ -378,11 +395,13 @@ def _bundled(model: Any, device: str) -> Any:
         raise NotApplicable("bundled test cases take positional inputs only")
     # run() leaves the model on CPU for this path: the program is exported from
     # CPU, and only the expected outputs are computed on the device.
-    exported = _export(model)
-    _step("to_edge")
-    edge = to_edge(exported)
-    _step("to_executorch")
-    program = edge.to_executorch()
+    program = _prepared("bundled")
+    if program is None:
+        exported = _export(model)
+        _step("to_edge")
+        edge = to_edge(exported)
+        _step("to_executorch")
+        program = edge.to_executorch()
     where = "cuda" if device == "cuda" else "cpu"
     with _tool(f"moving the model and its inputs to {where}"):
         eager = model.to(where)
@@ -496,6 +515,7 @@ def run(
     with _tool(f"moving the model and its inputs to {where}"):
         model = model.to(where)
     _model[:] = [model]
+    _from_cpu[0] = where == "cpu"
     if where == "cuda":
         _on_device()
     if flow == "emit":

@@ -108,8 +108,9 @@ def _check_rows(args: argparse.Namespace) -> "Union[int, Tuple[List, List]]":
 
     # Each warm parent loads the model once, for all its exports (preloaded.py).
     preload = export_preload(args.paths, model=True)
+    flows = [check.PATHS[p][0] for p in args.paths or check.PATHS]
     with Emitters(
-        warm=not args.fresh, preload=preload, model=args.model
+        warm=not args.fresh, preload=preload, model=args.model, flows=flows
     ) as emitters:
         emitters.start()
         # One child loads the model and asks for CUDA before any export runs.

@@ -15,7 +15,8 @@ folder ``$EXECUTORCH_DEVICE_GUARD_MODEL_CWD``, on one thread; each child
 forked afterwards :func:`take` s its own copy-on-write copy, with the
 generators where loading left them, exactly as if it had seeded and loaded
 the model itself. Stock's and patched's parents seed alike, so they build
-the same weights.
+the same weights. On a CPU build of torch, the parent also makes what
+every export of the model from CPU starts with alike (:func:`prepared`).
 
 Whatever goes wrong here is left to the children: a model that fails to
 load is not kept, and each child loads it itself and reports why, as a
@@ -27,13 +28,17 @@ from __future__ import annotations
 import os
 import random
 import sys
-from typing import Any, Dict
+from typing import Any, Dict, Optional, Set, Tuple
 
 MODEL = "EXECUTORCH_DEVICE_GUARD_MODEL"
 MODEL_CWD = "EXECUTORCH_DEVICE_GUARD_MODEL_CWD"
+# The export paths (child.py's flows) that will run, comma-separated.
+FLOWS = "EXECUTORCH_DEVICE_GUARD_FLOWS"
 STEP = "executorch_device_guard.preloaded:load"
 
 _loaded: Dict[str, Any] = {}
+# What every export of the model from CPU starts with, made once (_prepare).
+_prepared: Dict[str, Any] = {}
 
 
 def seed() -> None:
@@ -79,10 +84,82 @@ def load() -> None:
         _loaded[spec] = models.load_model(spec)
     except (Exception, SystemExit):  # noqa: B902 - each child tells it
         _loaded.clear()
+    else:
+        flows = set(filter(None, os.environ.get(FLOWS, "").split(",")))
+        _prepare(_loaded[spec], flows)
     finally:
         sys.path[:] = path
         os.chdir(here)
         torch.set_num_threads(threads)
+
+
+def _prepare(model: Any, flows: Set[str]) -> None:
+    """The steps that every export of ``model`` from CPU on ``flows``
+    repeats alike, whatever the device (the tool moves the constants
+    later): ``torch.export``; the emitter's ``to_edge_transform_and_lower``;
+    the bundled program's ``to_edge(...).to_executorch()``. A decoder's
+    lowering takes seconds, and 10 emitter and 6 bundled exports would each
+    repeat it. Each child takes its own copy-on-write copy (:func:`prepared`).
+
+    Not on a GPU build of torch, where an export's fake tensors start a
+    thread (warmup.py): there each child makes them. A step that fails is
+    left to the children, which report it in their own step. The random
+    generators are left where loading the model left them.
+    """
+    import copy
+
+    import torch
+
+    if torch.version.cuda is not None or torch.version.hip is not None:
+        return
+    states = _generators()
+    try:
+        exported = torch.export.export(
+            model.module,
+            model.args,
+            kwargs=model.kwargs,
+            dynamic_shapes=model.dynamic_shapes,
+        )
+        _prepared["torch.export"] = exported
+        if "emit" in flows:
+            from executorch.exir import to_edge_transform_and_lower
+
+            _prepared["emit"] = to_edge_transform_and_lower(copy.deepcopy(exported))
+        if "bundled" in flows and not model.kwargs:
+            from executorch.exir import to_edge
+
+            _prepared["bundled"] = to_edge(copy.deepcopy(exported)).to_executorch()
+    except Exception:  # noqa: B902 - each child does it, and reports
+        pass
+    finally:
+        _generators(states)
+
+
+def _generators(states: Optional[Tuple[Any, ...]] = None) -> Tuple[Any, ...]:
+    """The random generators' states; with ``states``, sets them back."""
+    import torch
+
+    try:
+        import numpy
+    except ImportError:
+        numpy = None
+    if states is not None:
+        torch.set_rng_state(states[0])
+        random.setstate(states[1])
+        if numpy is not None:
+            numpy.random.set_state(states[2])
+        return states
+    return (
+        torch.get_rng_state(),
+        random.getstate(),
+        numpy.random.get_state() if numpy is not None else None,
+    )
+
+
+def prepared(step: str) -> Any:
+    """What the warm parent made of step ``step`` ("torch.export", "emit",
+    "bundled") for the model exported from CPU, or None: the caller makes it."""
+    return _prepared.pop(step, None)
 
 
 def take(spec: str) -> Any:

@@ -283,6 +283,7 @@ class Emitters:
         preload: Sequence[str] = EXPORT_PRELOAD,
         upstream: bool = False,
         model: Optional[str] = None,
+        flows: Sequence[str] = (),
     ) -> None:
         installed = executorch_root()
         # What apply installs; with ``upstream``, the upstream series instead.
@@ -292,6 +293,7 @@ class Emitters:
         self._closing = False
         # The model a warm parent loads once (preloaded.py), and from where.
         self._model = (model, os.getcwd()) if model else None
+        self._flows = ",".join(flows)
         self._parents: Dict[str, Optional[warm.WarmParent]] = {}
         self._failed: Set[warm.WarmParent] = set()
         self._fresh: Set[subprocess.Popen] = set()
@@ -328,6 +330,7 @@ class Emitters:
         env["PYTHONHASHSEED"] = hash_seed()
         if self._model is not None:
             env[preloaded.MODEL], env[preloaded.MODEL_CWD] = self._model
+            env[preloaded.FLOWS] = self._flows
         env.update(NO_BYTECODE)
         return env
 
