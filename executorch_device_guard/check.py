@@ -321,14 +321,17 @@ class Row:
             # A real device (meta, cuda) that fails before the host read.
             return (
                 "stock and patched fail alike before the host read: "
-                f"{self.outcomes['stock'].describe()}"
+                f"{self.outcomes['stock'].describe()} (ExecuTorch does not take "
+                f"the model on {self.device} before the read; a limit of "
+                "ExecuTorch or of the device, not of the patch)"
             )
         if self.device == "cpu":
             return None
         if stock.get("outcome") == patched.get("outcome") == "ok":
             return (
                 "no constant data reached the host read: stock and patched "
-                "both succeed"
+                "both succeed (the path reads no constant of this model from "
+                "the host; a model with parameters or buffers it uses checks it)"
             )
         if self._named(stock) and self._named(patched):
             return "stock ExecuTorch names the device already"
@@ -506,7 +509,8 @@ class Verdict:
         if not self.problems and not self.reached:
             out.append(
                 "NO VERDICT: no export reached ExecuTorch's host read of device "
-                "memory, so nothing tested the patch."
+                "memory, so nothing tested the patch; the lines above say why "
+                "for each row, and what to change."
             )
         elif self.exit_code == 0:
             rows = f"{self.reached} device row{'s' if self.reached != 1 else ''}"

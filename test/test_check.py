@@ -1824,3 +1824,15 @@ def test_each_row_lists_every_constant_on_its_guarded_path(tmp_path: Path) -> No
     assert lines[0].split()[:3] == ["path", "device", "constants"]
     assert lines[2].split() == ["emitter", "cpu", "5", "ok", "ok"]
     assert lines[3].startswith("emitter  fake:cuda:0  5          SIGSEGV (exit 139)")
+
+
+def test_failures_are_normalised_for_comparison_only_where_runs_vary() -> None:
+    from executorch_device_guard.failures import normalised
+
+    assert normalised("{'b', 'a'} at 0x7f00aa and id=42") == "{'a', 'b'} at 0x? and id=?"
+    assert normalised("frozenset({'x, y', 'a'})") == "frozenset({'a', 'x, y'})"
+    assert normalised("{'k': (1, 2), 'a': 3}") == "{'a': 3, 'k': (1, 2)}"
+    # What does not vary between runs stays: sizes, shapes, names.
+    assert normalised("shape [8, 3] of w1 is 1024 bytes") == (
+        "shape [8, 3] of w1 is 1024 bytes"
+    )
