@@ -110,7 +110,11 @@ def _check_rows(args: argparse.Namespace) -> "Union[int, Tuple[List, List]]":
     preload = export_preload(args.paths, model=True)
     flows = [check.PATHS[p][0] for p in args.paths or check.PATHS]
     with Emitters(
-        warm=not args.fresh, preload=preload, model=args.model, flows=flows
+        warm=not args.fresh,
+        preload=preload,
+        model=args.model,
+        flows=flows,
+        timeout=args.timeout,
     ) as emitters:
         emitters.start()
         # One child loads the model and asks for CUDA before any export runs.

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import sys
 from typing import Any, Dict, Optional, Set, Tuple
 
@@ -34,6 +35,8 @@ MODEL = "EXECUTORCH_DEVICE_GUARD_MODEL"
 MODEL_CWD = "EXECUTORCH_DEVICE_GUARD_MODEL_CWD"
 # The export paths (child.py's flows) that will run, comma-separated.
 FLOWS = "EXECUTORCH_DEVICE_GUARD_FLOWS"
+# How long the parent may spend on _prepare (check's --timeout), in seconds.
+TIMEOUT = "EXECUTORCH_DEVICE_GUARD_TIMEOUT"
 STEP = "executorch_device_guard.preloaded:load"
 
 _loaded: Dict[str, Any] = {}
@@ -76,18 +79,31 @@ def load() -> None:
     here, path = os.getcwd(), list(sys.path)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # no thread pool in a process that forks
+    # The model's own code runs here (its import, its build, its forward
+    # that torch.export traces): one that hangs must not hold the parent,
+    # whose exports wait for it. After check's --timeout it is abandoned,
+    # and each child does it again, under its own.
+    try:
+        limit = float(os.environ.get(TIMEOUT) or 0)
+    except ValueError:
+        limit = 0.0
+    handler = signal.signal(signal.SIGALRM, _too_long)
+    signal.setitimer(signal.ITIMER_REAL, limit)
     try:
         # As in an export child: the user's folder first on the path.
         os.chdir(cwd)
         sys.path.insert(0, cwd)
         seed()
         _loaded[spec] = models.load_model(spec)
-    except (Exception, SystemExit):  # noqa: B902 - each child tells it
-        _loaded.clear()
-    else:
         flows = set(filter(None, os.environ.get(FLOWS, "").split(",")))
         _prepare(_loaded[spec], flows)
+    except _TooLong:
+        pass  # what is not done by now, each child does
+    except (Exception, SystemExit):  # noqa: B902 - each child tells it
+        _loaded.clear()
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, handler)
         sys.path[:] = path
         os.chdir(here)
         torch.set_num_threads(threads)
@@ -130,9 +146,18 @@ def _prepare(model: Any, flows: Set[str]) -> None:
 
             _prepared["bundled"] = to_edge(copy.deepcopy(exported)).to_executorch()
     except Exception:  # noqa: B902 - each child does it, and reports
-        pass
+        _prepared.clear()
     finally:
         _generators(states)
+
+
+class _TooLong(BaseException):
+    """_prepare took longer than check's --timeout (a BaseException: the
+    model's own ``except Exception`` must not swallow it)."""
+
+
+def _too_long(*_: Any) -> None:
+    raise _TooLong()
 
 
 def _generators(states: Optional[Tuple[Any, ...]] = None) -> Tuple[Any, ...]:

@@ -284,6 +284,7 @@ class Emitters:
         upstream: bool = False,
         model: Optional[str] = None,
         flows: Sequence[str] = (),
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         installed = executorch_root()
         # What apply installs; with ``upstream``, the upstream series instead.
@@ -294,6 +295,7 @@ class Emitters:
         # The model a warm parent loads once (preloaded.py), and from where.
         self._model = (model, os.getcwd()) if model else None
         self._flows = ",".join(flows)
+        self._timeout = timeout
         self._parents: Dict[str, Optional[warm.WarmParent]] = {}
         self._failed: Set[warm.WarmParent] = set()
         self._fresh: Set[subprocess.Popen] = set()
@@ -331,6 +333,7 @@ class Emitters:
         if self._model is not None:
             env[preloaded.MODEL], env[preloaded.MODEL_CWD] = self._model
             env[preloaded.FLOWS] = self._flows
+            env[preloaded.TIMEOUT] = f"{self._timeout:g}"
         env.update(NO_BYTECODE)
         return env
 
