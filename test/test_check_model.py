@@ -256,3 +256,20 @@ def test_each_side_loads_the_model_once(tmp_path: Path) -> None:
     lines: List[str] = builds.read_text().splitlines()
     assert lines.count("build") == 3, lines  # the probe, stock's, patched's
     assert lines.count("import") == 3, lines
+
+
+def test_what_the_warm_parent_prepares_gives_a_fresh_exports_bytes() -> None:
+    """The emitter's and the bundled program's first steps, made once in
+    each warm parent, give the bytes that an export doing them itself
+    gives (--fresh: nothing is prepared)."""
+    import json
+
+    args = ["--model", "int8_cnn.py:make_with_kernels", "--paths", "emitter"]
+    args += ["bundled", "--devices", "cpu", "--json"]
+    files = []
+    for extra in ([], ["--fresh"]):
+        result = run_check(*args, *extra)
+        assert result.returncode == 3, result.stdout + result.stderr[-3000:]
+        rows = json.loads(result.stdout)["rows"]
+        files.append({r["path"]: r["patched"]["result"]["files"] for r in rows})
+    assert files[0] == files[1]
