@@ -38,11 +38,12 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, TextIO, Tuple
 
-from executorch_device_guard import faults, userfiles
+from executorch_device_guard import failures, faults, userfiles
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.runner import DEFAULT_TIMEOUT, Emitters, EMITTERS, Outcome
 
@@ -136,6 +137,11 @@ class Row:
     path: str
     device: str
     outcomes: Dict[str, Outcome]
+    # The same path's cpu row (``link``), which a device row that fails
+    # alike is compared with; None for a cpu row, or when it did not run.
+    baseline: Optional["Row"] = dataclasses.field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def copies(self) -> bool:
@@ -182,21 +188,50 @@ class Row:
             and self.device.startswith("fake:")
             and self.failed_alike
             and not self._before_the_device
+            and not self.fails_as_on_cpu
         ):
+            step = _step(self.outcomes["patched"])
             errors.append(
-                "the fake device did not reach ExecuTorch's host read: stock and "
-                f"patched fail alike with {self.outcomes['patched'].describe()}"
+                "check's fake device did not reach ExecuTorch's host read: stock "
+                f"and patched fail alike{f' in {step}' if step else ''} with "
+                f"{self.outcomes['patched'].describe()}, where the cpu row does "
+                "not; a limit of check's fake device, not of the model or the "
+                "patch: run check where there is CUDA, or leave this device out "
+                "with --devices"
             )
         return errors
 
     @property
     def failed_alike(self) -> bool:
-        """Stock and patched raise the same error: the guarded read is not reached."""
-        stock, patched = (self.outcomes[e].result or {} for e in EMITTERS)
-        return stock.get("outcome") == patched.get("outcome") == "error" and (
-            stock["type"],
-            stock["message"],
-        ) == (patched["type"], patched["message"])
+        """Stock and patched raise the same error (failures.signature: the
+        type, step, raising function and message, as printed by any
+        process): the guarded read is not reached."""
+        stock, patched = (self.outcomes[e].result for e in EMITTERS)
+        found = failures.signature(stock)
+        return found is not None and found == failures.signature(patched)
+
+    @property
+    def ended_alike(self) -> bool:
+        """Stock and patched fail alike or crash alike."""
+        return self.failed_alike or self.crashed_alike
+
+    @property
+    def fails_as_on_cpu(self) -> bool:
+        """A device row where stock and patched fail (or crash) alike, in the
+        same step with the same exception type (or signal) as both do on
+        the path's cpu row: the path does not take the model, whatever the
+        device, and the read is never reached."""
+        cpu = self.baseline
+        if self.device == "cpu" or cpu is None or cpu.not_applicable:
+            return False
+        if not (self.ended_alike and cpu.ended_alike):
+            return False
+        mine, theirs = self.outcomes["stock"], cpu.outcomes["stock"]
+        if _step(mine) != _step(theirs):
+            return False
+        if self.crashed_alike or cpu.crashed_alike:
+            return self.crashed_alike and mine.returncode == theirs.returncode
+        return (mine.result or {}).get("type") == (theirs.result or {}).get("type")
 
     @property
     def crashed_alike(self) -> bool:
@@ -265,39 +300,62 @@ class Row:
         for result in (patched, stock):
             if result.get("outcome") == "n/a":
                 return f"n/a ({result['message']})"
+        if self.device == "cpu" and self.ended_alike:
+            return self.path_fails
+        if self.fails_as_on_cpu:
+            return f"as on cpu: {self.baseline.path_fails}"  # type: ignore[union-attr]
         if self.crashed_alike and self._before_the_device:
-            where = (
-                "on CPU"
-                if self.device == "cpu"
-                else "in torch.export or lowering, before the tool put anything "
-                "on the device"
-            )
             return (
-                "the model does not export with stock ExecuTorch either: stock "
-                f"and patched both crash with {self.outcomes['stock'].describe()} "
-                f"{where}"
+                f"the {self.path} path does not export this model with stock "
+                "ExecuTorch either: stock and patched both crash with "
+                f"{self.outcomes['stock'].describe()} in torch.export or "
+                "lowering, before the tool put anything on the device"
             )
         if self.failed_alike:
             if self._before_the_device:
                 return (
-                    "the model does not export with stock ExecuTorch either: "
-                    f"{self.outcomes['stock'].describe()}"
+                    f"the {self.path} path does not export this model with stock "
+                    f"ExecuTorch either: {self.outcomes['stock'].describe()}, "
+                    "before the tool put anything on the device"
                 )
             # A real device (meta, cuda) that fails before the host read.
             return (
                 "stock and patched fail alike before the host read: "
-                f"{self.outcomes['stock'].describe()}"
+                f"{self.outcomes['stock'].describe()} (ExecuTorch does not take "
+                f"the model on {self.device} before the read; a limit of "
+                "ExecuTorch or of the device, not of the patch)"
             )
         if self.device == "cpu":
             return None
         if stock.get("outcome") == patched.get("outcome") == "ok":
             return (
                 "no constant data reached the host read: stock and patched "
-                "both succeed"
+                "both succeed (the path reads no constant of this model from "
+                "the host; a model with parameters or buffers it uses checks it)"
             )
         if self._named(stock) and self._named(patched):
             return "stock ExecuTorch names the device already"
         return None
+
+    @property
+    def path_fails(self) -> str:
+        """What a row that fails or crashes alike says: the path does not
+        export the model with stock ExecuTorch either, in which step, with
+        which error and its cause."""
+        stock = self.outcomes["stock"]
+        step = _step(stock)
+        where = f"in {step}" if step else "in the export"
+        if self.crashed_alike:
+            what = f"stock and patched both crash with {stock.describe()}"
+        else:
+            what = stock.describe()
+            cause = failures.cause_text(stock.result)
+            if cause:
+                what += f" ({cause})"
+        return (
+            f"the {self.path} path does not export this model with stock "
+            f"ExecuTorch either: {where}, {what}"
+        )
 
     @property
     def problems(self) -> List[str]:
@@ -451,7 +509,8 @@ class Verdict:
         if not self.problems and not self.reached:
             out.append(
                 "NO VERDICT: no export reached ExecuTorch's host read of device "
-                "memory, so nothing tested the patch."
+                "memory, so nothing tested the patch; the lines above say why "
+                "for each row, and what to change."
             )
         elif self.exit_code == 0:
             rows = f"{self.reached} device row{'s' if self.reached != 1 else ''}"
@@ -479,9 +538,16 @@ def _alike(rows: List[Row], left_out: int = 0) -> Optional[str]:
     ran = [row for row in rows if not row.not_applicable]
     if not ran or not all(row.fails_before_the_device for row in ran):
         return None
-    errors = {row.outcomes["stock"].describe() for row in ran}
-    if len(errors) != 1:
+    # The same failure, however each process printed it (failures.py).
+    # (each path's own step for the same lowering may differ).
+    found = {
+        _without_step(failures.signature(row.outcomes["stock"].result))
+        or row.outcomes["stock"].returncode
+        for row in ran
+    }
+    if len(found) != 1:
         return None
+    errors = {ran[0].outcomes["stock"].describe()}
     crashed = ran[0].crashed_alike
     steps = list(dict.fromkeys(row.step for row in ran if row.step))
     if steps:
@@ -501,6 +567,56 @@ def _alike(rows: List[Row], left_out: int = 0) -> Optional[str]:
     )
 
 
+def link(rows: List[Row]) -> None:
+    """Gives each device row its path's cpu row, if that ran (Row.baseline)."""
+    cpu = {row.path: row for row in rows if row.device == "cpu"}
+    for row in rows:
+        if row.device != "cpu":
+            row.baseline = cpu.get(row.path)
+
+
+def _unchecked(rows: List[Row]) -> List[str]:
+    """Each NOT CHECKED row's reason; the rows of a path that does not take
+    the model on CPU either are told once, with what the user can do."""
+    paths = list(dict.fromkeys(row.path for row in rows))
+    fails = {
+        row.path
+        for row in rows
+        if row.device == "cpu" and row.unchecked and row.ended_alike
+    }
+    out, told = [], set()
+    for row in rows:
+        if not row.unchecked:
+            continue
+        if row.path in fails and (row.device == "cpu" or row.fails_as_on_cpu):
+            if row.path in told:
+                continue
+            told.add(row.path)
+            cpu = row if row.device == "cpu" else row.baseline
+            assert cpu is not None
+            devices = [
+                r.device
+                for r in rows
+                if r.path == row.path
+                and r.unchecked
+                and (r.device == "cpu" or r.fails_as_on_cpu)
+            ]
+            advice = failures.way_out(
+                cpu.outcomes["stock"].result, row.path, paths
+            )
+            out.append(
+                f"{row.path} {', '.join(devices)}: {cpu.path_fails}; {advice}"
+            )
+            continue
+        out.append(f"{row.path} {row.device}: {row.unchecked}")
+    return out
+
+
+def _without_step(found: Optional[Tuple]) -> Optional[Tuple]:
+    """A failures.signature without the step and the raising function."""
+    return None if found is None else (found[0], *found[3:])
+
+
 def judge(rows: List[Row], left_out: int = 0) -> Verdict:
     """What ``rows`` say together; ``left_out`` exports of the selection are
     not among them (run_matrix stopped after torch.export refused the model)."""
@@ -517,17 +633,13 @@ def judge(rows: List[Row], left_out: int = 0) -> Verdict:
         if left_out
         else []
     )
+    link(rows)
     return Verdict(
         alike=_alike(rows, left_out),
         left_out=left_out,
         problems=[p for row in rows for p in each(row, row.problems)],
         tool_errors=[e for row in rows for e in each(row, row.tool_errors)],
-        unchecked=[
-            u
-            for row in rows
-            for u in each(row, [row.unchecked] if row.unchecked else [])
-        ]
-        + skipped,
+        unchecked=_unchecked(rows) + skipped,
         reached=sum(row.reached for row in rows),
         cpu_same=sum(row.cpu_same for row in rows),
         copied=sum(row.reached and row.copies for row in rows),
@@ -560,19 +672,27 @@ def run_matrix(
 
     threads = max(1, (os.cpu_count() or 1) // jobs)
 
+    first_done: List[float] = []
+    lock = threading.Lock()
+
     def one(run: Tuple[str, str, str]) -> None:
         path, device, emitter = run
         start = time.monotonic()
         flow = PATHS[path][0]
-        done[run] = outcome = emitters.export(
+        outcome = emitters.export(
             emitter, device, model, flow=flow, threads=threads, timeout=timeout
         )
-        print(
-            f"[{len(done):2}/{len(runs)}] {path:8} {device:12} {emitter:7} "
-            f"{_progress(outcome)} ({time.monotonic() - start:.1f} s)",
-            file=progress,
-            flush=True,
-        )
+        with lock:
+            done[run] = outcome
+            now = time.monotonic()
+            first_done[:] = first_done or [now]
+            left = _left(len(done), len(runs) if rest else len(done), now - first_done[0])
+            print(
+                f"[{len(done):2}/{len(runs)}] {path:8} {device:12} {emitter:7} "
+                f"{_progress(outcome)} ({now - start:.1f} s{left})",
+                file=progress,
+                flush=True,
+            )
 
     def row(pair: Tuple[str, str]) -> Row:
         return Row(*pair, {e: done[(*pair, e)] for e in EMITTERS})
@@ -602,7 +722,17 @@ def run_matrix(
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown()
-    return [row(pair) for pair in pairs if all((*pair, e) in done for e in EMITTERS)]
+    rows = [row(pair) for pair in pairs if all((*pair, e) in done for e in EMITTERS)]
+    link(rows)
+    return rows
+
+
+def _left(finished: int, total: int, since_first: float) -> str:
+    """``; about N s left``, from the pace since the first export ended
+    (which waited for the warm parents' imports), once two more have."""
+    if finished < 3 or finished >= total:
+        return ""
+    return f"; about {since_first / (finished - 1) * (total - finished):.0f} s left"
 
 
 def _first_row(pairs: List[Tuple[str, str]]) -> Optional[Tuple[str, str]]:
@@ -665,6 +795,37 @@ def format_table(rows: List[Row], width: int = 60) -> str:
         if i == 0:
             out.append("  ".join("-" * w for w in widths))
     return "\n".join(out)
+
+
+def constants_note(rows: List[Row]) -> Optional[str]:
+    """Why a row's ``constants`` cell says less than its path's cpu row, or
+    ``-``; None when no cell needs it."""
+    link(rows)
+    fewer = [
+        row
+        for row in rows
+        if row.baseline is not None
+        and row.constants is not None
+        and row.baseline.constants is not None
+        and len(row.constants) < len(row.baseline.constants)
+    ]
+    none = [row for row in rows if row.constants is None]
+    if not fewer and not none:
+        return None
+    parts = []
+    if fewer:
+        parts.append(
+            "a device row lists the constants its export met before it "
+            "stopped, and the guard stops it at the first one on the device, "
+            "before passes make the rest: fewer than on cpu "
+            f"({', '.join(f'{r.path} {r.device}' for r in fewer)})"
+        )
+    if none:
+        parts.append(
+            "'-': the export stopped before it reached any "
+            f"({', '.join(f'{r.path} {r.device}' for r in none)})"
+        )
+    return "constants: " + "; ".join(parts) + "; --verbose names each."
 
 
 def log_name(path: str, device: str, emitter: str) -> str:

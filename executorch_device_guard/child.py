@@ -54,7 +54,6 @@ import contextlib
 import hashlib
 import json
 import os
-import random
 import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
@@ -79,15 +78,20 @@ _constants: List[Dict[str, Any]] = []
 _model: List[Any] = []
 
 
-def _record_constants(tables: List[Dict[str, Any]], device: str) -> None:
+def _record_constants(
+    tables: List[Dict[str, Any]], device: str, programs: Tuple[Any, ...] = ()
+) -> None:
     """Adds the tensors of ``tables`` to the constants on the guarded path
-    and records them all (a crash at the read leaves them)."""
+    and records them all (a crash at the read leaves them); ``programs``,
+    whose graphs name a constant that a pass made after the model's
+    module that uses it."""
     from executorch_device_guard import inventory
 
     module = _model[0].module if _model else None
     where = None if device in ("cpu", "cuda") else _target_device(device)
     with _tool("listing the constants"):
-        inventory.merge(_constants, inventory.describe(tables, module, where))
+        found = inventory.describe(tables, module, where, programs)
+        inventory.merge(_constants, found)
     if _result_file:
         _report(_result_file[0], {"constants": _constants})
 
@@ -157,6 +161,34 @@ def _raised_here(error: BaseException) -> bool:
     return os.path.normcase(os.path.abspath(tb.tb_frame.f_code.co_filename)) == here
 
 
+def _raising_frame(error: BaseException) -> str:
+    """``module.function`` that raised ``error``: the same in stock's and
+    patched's processes, whose files lie in different overlays."""
+    tb = error.__traceback__
+    if tb is None:
+        return ""
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__", "?")
+    return f"{module}.{tb.tb_frame.f_code.co_name}"
+
+
+def _root_cause(error: BaseException) -> Optional[BaseException]:
+    """The exception ``error`` was raised from, followed to its start (a
+    pass manager's "An error occurred when running ..." hides it), or None."""
+    seen, cause = {id(error)}, None
+    current: Optional[BaseException] = error
+    while current is not None:
+        nxt = current.__cause__ or (
+            None if current.__suppress_context__ else current.__context__
+        )
+        if nxt is None or id(nxt) in seen:
+            break
+        seen.add(id(nxt))
+        cause = current = nxt
+    return cause
+
+
 def _programs_tables(programs: List[Any]) -> List[Dict[str, Any]]:
     return [t for ep in programs for t in (ep.state_dict, ep.constants)]
 
@@ -173,7 +205,7 @@ def _is_moved(device: str) -> bool:
 def _record_programs(edge: Any, device: str) -> None:
     """Records the constants of every method of ``edge``."""
     programs = [edge.exported_program(name) for name in edge.methods]
-    _record_constants(_programs_tables(programs), device)
+    _record_constants(_programs_tables(programs), device, tuple(programs))
 
 
 def _move_programs(edge: Any, device: str) -> None:
@@ -194,10 +226,25 @@ def _claims(device: str) -> Any:
     return keep_device_claims() if _is_moved(device) else contextlib.nullcontext()
 
 
+# Whether the model is exported from CPU: then the warm parent may have
+# made its first steps already, alike for every device (preloaded.py).
+_from_cpu = [False]
+
+
+def _prepared(step: str) -> Any:
+    """The warm parent's result of ``step`` for the model from CPU, or None."""
+    from executorch_device_guard import preloaded
+
+    return preloaded.prepared(step) if _from_cpu[0] else None
+
+
 def _export(model: Any) -> Any:
     from torch.export import export
 
     _step("torch.export")
+    found = _prepared("torch.export")
+    if found is not None:
+        return found
     return export(
         model.module,
         model.args,
@@ -211,9 +258,11 @@ def _emit(model: Any, device: str, external_constants: bool) -> Any:
     to_executorch()'s passes and the emitter see device tensors."""
     from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
 
-    exported = _export(model)
-    _step("to_edge_transform_and_lower")
-    edge = to_edge_transform_and_lower(exported)
+    edge = _prepared("emit")
+    if edge is None:
+        exported = _export(model)
+        _step("to_edge_transform_and_lower")
+        edge = to_edge_transform_and_lower(exported)
     _record_programs(edge, device)
     if _is_moved(device):
         _move_programs(edge, device)
@@ -247,7 +296,7 @@ def _device_in_preprocess(
 
     def preprocess(edge_program: Any, compile_specs: Any) -> Any:
         tables = [edge_program.state_dict, edge_program.constants]
-        _record_constants(tables, device)
+        _record_constants(tables, device, (edge_program,))
         if not _is_moved(device):
             _step(f"{name} preprocess")
             return original(edge_program, compile_specs)
@@ -280,7 +329,9 @@ def _lowered(
     exported = _export(model)
     # Every constant of the program: the delegate reads those it takes, the
     # emitter the others (a device row stops at the first).
-    _record_constants([exported.state_dict, exported.constants], device)
+    _record_constants(
+        [exported.state_dict, exported.constants], device, (exported,)
+    )
     _step(f"to_edge_transform_and_lower with {type(partitioner).__name__}")
     edge = to_edge_transform_and_lower(exported, partitioner=[partitioner])
     _record_programs(edge, device)
@@ -344,11 +395,13 @@ def _bundled(model: Any, device: str) -> Any:
         raise NotApplicable("bundled test cases take positional inputs only")
     # run() leaves the model on CPU for this path: the program is exported from
     # CPU, and only the expected outputs are computed on the device.
-    exported = _export(model)
-    _step("to_edge")
-    edge = to_edge(exported)
-    _step("to_executorch")
-    program = edge.to_executorch()
+    program = _prepared("bundled")
+    if program is None:
+        exported = _export(model)
+        _step("to_edge")
+        edge = to_edge(exported)
+        _step("to_executorch")
+        program = edge.to_executorch()
     where = "cuda" if device == "cuda" else "cpu"
     with _tool(f"moving the model and its inputs to {where}"):
         eager = model.to(where)
@@ -442,24 +495,18 @@ def _cuda_partitioner(model: Any, inputs: Any) -> Any:
 def run(
     device: str, model_spec: str, external_constants: bool, out: Path, flow: str
 ) -> Dict:
-    import torch
-    from executorch_device_guard import models
+    from executorch_device_guard import models, preloaded
 
-    # Seeded, so that stock and patched children export the same weights,
-    # whichever generator the model draws them from. torch imports numpy
-    # where it is installed, so seeding it imports nothing new.
-    torch.manual_seed(0)
-    random.seed(0)
-    try:
-        import numpy
-    except ImportError:
-        pass
-    else:
-        numpy.random.seed(0)
-    try:
-        model = models.load_model(model_spec)
-    except models.ModelSpecError as e:
-        raise SetupError(str(e)) from e
+    # The model the warm parent loaded once (preloaded.py), seeded as here;
+    # else seeded and loaded now, so that stock and patched children export
+    # the same weights.
+    model = preloaded.take(model_spec)
+    if model is None:
+        preloaded.seed()
+        try:
+            model = models.load_model(model_spec)
+        except models.ModelSpecError as e:
+            raise SetupError(str(e)) from e
     # The model goes where the case says, wherever it was built (a factory may
     # return a .cuda() model): to CUDA for a real CUDA case (the bundled path
     # exports from CPU and computes only its expected outputs there), to CPU
@@ -468,6 +515,7 @@ def run(
     with _tool(f"moving the model and its inputs to {where}"):
         model = model.to(where)
     _model[:] = [model]
+    _from_cpu[0] = where == "cpu"
     if where == "cuda":
         _on_device()
     if flow == "emit":
@@ -558,7 +606,15 @@ def main(argv: List[str]) -> int:
             "message": lines[0],
             "stage": _stage[0],
             "step": _current_step[0],
+            "frame": _raising_frame(e),
         }
+        cause = _root_cause(e)
+        if cause is not None:
+            result["cause"] = {
+                "type": type(cause).__name__,
+                "message": _first_line(cause),
+                "frame": _raising_frame(cause),
+            }
         if _tool_failure or isinstance(e, ToolError) or _raised_here(e):
             # The tool's own code failed: no outcome of ExecuTorch's.
             message = (

@@ -87,6 +87,9 @@ def _check(args: argparse.Namespace) -> int:
         print(verdict.alike)
     else:
         print(check.format_table(rows))
+        note = check.constants_note(rows)
+        if note:
+            print(note)
         print()
         for block in verdict.lines():
             print(block)
@@ -104,8 +107,16 @@ def _check_rows(args: argparse.Namespace) -> "Union[int, Tuple[List, List]]":
     from executorch_device_guard import check, probe
     from executorch_device_guard.runner import Emitters, export_preload
 
-    preload = export_preload(args.paths)
-    with Emitters(warm=not args.fresh, preload=preload) as emitters:
+    # Each warm parent loads the model once, for all its exports (preloaded.py).
+    preload = export_preload(args.paths, model=True)
+    flows = [check.PATHS[p][0] for p in args.paths or check.PATHS]
+    with Emitters(
+        warm=not args.fresh,
+        preload=preload,
+        model=args.model,
+        flows=flows,
+        timeout=args.timeout,
+    ) as emitters:
         emitters.start()
         # One child loads the model and asks for CUDA before any export runs.
         # It reports to a file of its own: the model may print anything.
@@ -145,6 +156,8 @@ def _check_rows(args: argparse.Namespace) -> "Union[int, Tuple[List, List]]":
             pairs = check.select(args.paths, args.devices, found.answer["cuda"])
         except check.SelectionError as e:
             return _usage_error(str(e))
+        if not emitters.warm:
+            _say_model_cost(found.answer, 2 * len(pairs))
         rows = check.run_matrix(
             emitters, args.model, pairs, jobs=args.jobs, timeout=args.timeout
         )
@@ -152,6 +165,22 @@ def _check_rows(args: argparse.Namespace) -> "Union[int, Tuple[List, List]]":
             for note in emitters.notes:
                 print(f"executorch-device-guard: {note}", file=sys.stderr)
     return rows, pairs
+
+
+def _say_model_cost(answer: dict, exports: int) -> None:
+    """Up front, when every export loads the model again (a fresh
+    interpreter each): what that costs, and how to run fewer."""
+    seconds = answer.get("seconds")
+    if not isinstance(seconds, (int, float)) or seconds < 1:
+        return
+    print(
+        f"executorch-device-guard: each of the {exports} exports imports and "
+        f"builds the model again in a fresh interpreter ({seconds:.1f} s here): "
+        f"about {exports * seconds:.0f} s of loading; --paths and --devices run "
+        "fewer",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _usage_error(message: str) -> int:

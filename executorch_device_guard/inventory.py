@@ -60,16 +60,79 @@ def _model_name(value: Any, own: List[Tuple[str, Any]]) -> Optional[str]:
     return matches[0] if len(matches) == 1 else None
 
 
+def _made(name: str) -> bool:
+    """A name that a pass or the export made, not the model's author."""
+    return name.startswith("_") or name.endswith("_fused_bn")
+
+
+def _consumer(programs: Iterable[Any], target: str) -> Optional[Tuple[str, Any]]:
+    """``(module path, index)`` of the model's module whose operator takes
+    the constant ``target`` of one of ``programs`` (through quantize and
+    dequantize operators), by the graph signature and the operator's
+    ``nn_module_stack``; None if no program says."""
+    for program in programs:
+        signature = program.graph_signature
+        inputs = {
+            **signature.inputs_to_parameters,
+            **signature.inputs_to_buffers,
+            **signature.inputs_to_lifted_tensor_constants,
+        }
+        node = next(
+            (
+                n
+                for n in program.graph.nodes
+                if n.op == "placeholder" and inputs.get(n.name) == target
+            ),
+            None,
+        )
+        for _ in range(4):
+            if node is None or not node.users:
+                break
+            user = next(iter(node.users))
+            stack = user.meta.get("nn_module_stack") or {}
+            path = list(stack.values())[-1][0] if stack else ""
+            if path and "quantize" not in str(user.target):
+                return path, user
+            node = user
+    return None
+
+
+def _by_consumer(
+    programs: Iterable[Any], module: Any, target: str, value: Any
+) -> Optional[str]:
+    """The model's own name for a constant that a pass made (a quantized
+    weight ``_frozen_param0``, a weight fused with BatchNorm
+    ``conv_weight_fused_bn``): the parameter of the module that uses it
+    whose shape it has (``stem.0.weight``)."""
+    found = _consumer(programs, target)
+    if found is None or module is None:
+        return None
+    path, user = found
+    try:
+        owner = module.get_submodule(path)
+    except (AttributeError, TypeError):
+        return None
+    for name, tensor in owner.named_parameters(recurse=False):
+        if tuple(tensor.shape) == tuple(value.shape):
+            return f"{path}.{name}"
+    return f"{path} ({getattr(user.target, '__name__', user.target)})"
+
+
 def describe(
-    tables: Iterable[Dict[str, Any]], module: Any, device: Optional[str] = None
+    tables: Iterable[Dict[str, Any]],
+    module: Any,
+    device: Optional[str] = None,
+    programs: Iterable[Any] = (),
 ) -> List[Dict[str, Any]]:
     """Each tensor of the name -> value ``tables``: its name (the model's
-    where it can be found), dtype, shape and device (``device`` where the
-    tool is about to put it, else the tensor's own)."""
+    where it can be found, through ``programs``' graphs for a constant that
+    a pass made), dtype, shape and device (``device`` where the tool is
+    about to put it, else the tensor's own)."""
     import torch
 
     own = _own_tensors(module) if module is not None else []
     names = {name for name, _ in own}
+    programs = list(programs)
     found = []
     for table in tables:
         for name, value in table.items():
@@ -81,10 +144,15 @@ def describe(
                 "shape": list(value.shape),
                 "device": device or str(value.device),
             }
-            if name not in names and name.startswith("_"):
-                # Made by the export: named after the model's tensor, if any.
-                model_name = _model_name(value, own)
-                if model_name is not None:
+            if _made(name):
+                # Made by the export or a pass: named after the model's
+                # tensor with its values, else after the module using it.
+                model_name = None if name in names else _model_name(value, own)
+                if model_name is None or _made(model_name):
+                    model_name = (
+                        _by_consumer(programs, module, name, value) or model_name
+                    )
+                if model_name is not None and model_name != name:
                     entry["name"], entry["exported_as"] = model_name, name
             found.append(entry)
     return found

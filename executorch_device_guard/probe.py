@@ -23,6 +23,7 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -47,6 +48,7 @@ def main(argv: List[str]) -> int:
 
     error = None
     devices: List[str] = []
+    start = time.monotonic()
     try:
         devices = models.load_model(spec, stage).devices()
     except models.ModelSpecError as e:
@@ -62,7 +64,13 @@ def main(argv: List[str]) -> int:
         )
     _report(
         result,
-        {"cuda": torch.cuda.is_available(), "model_error": error, "devices": devices},
+        {
+            "cuda": torch.cuda.is_available(),
+            "model_error": error,
+            "devices": devices,
+            # How long importing and building the model took.
+            "seconds": time.monotonic() - start,
+        },
     )
     return 0
 

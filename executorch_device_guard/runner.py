@@ -42,7 +42,7 @@ import threading
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from executorch_device_guard import data_root, tempdirs, warm
+from executorch_device_guard import data_root, failures, preloaded, tempdirs, warm
 from executorch_device_guard.child import OUTCOMES
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.installed import executorch_root
@@ -87,12 +87,24 @@ EXPORT_PRELOAD = (
 )
 
 
-def export_preload(paths: Optional[Sequence[str]] = None) -> Tuple[str, ...]:
+def export_preload(
+    paths: Optional[Sequence[str]] = None, model: bool = False
+) -> Tuple[str, ...]:
     """EXPORT_PRELOAD for check's ``paths`` (None: all): without the pattern
-    graphs when neither XNNPACK nor Vulkan is among them."""
-    if paths is None or {"xnnpack", "vulkan"} & set(paths):
-        return EXPORT_PRELOAD
-    return tuple(name for name in EXPORT_PRELOAD if name != WARM_UP)
+    graphs when neither XNNPACK nor Vulkan is among them; with ``model``,
+    then the model, loaded once (preloaded.py; Emitters(model=...) names it)."""
+    found = EXPORT_PRELOAD
+    if paths is not None and not {"xnnpack", "vulkan"} & set(paths):
+        found = tuple(name for name in EXPORT_PRELOAD if name != WARM_UP)
+    return found + ((preloaded.STEP,) if model else ())
+
+
+def hash_seed() -> str:
+    """The one string-hash seed of every Python process check starts: the
+    caller's PYTHONHASHSEED if it fixes one, else 0. Stock's and patched's
+    processes then print the same set in the same order."""
+    value = os.environ.get("PYTHONHASHSEED", "")
+    return value if value.isdigit() else "0"
 
 
 # A fresh interpreter's ``-c`` for ``Emitters.call``: it imports what a warm
@@ -157,7 +169,7 @@ class Outcome:
             return "ok"
         if self.result["outcome"] == "n/a":
             return f"n/a ({self.result['message']})"
-        return f"{self.result['type']}: {self.result['message']}"
+        return failures.error_text(self.result)
 
 
 def _valid_result(result: object) -> bool:
@@ -275,6 +287,9 @@ class Emitters:
         warm: Optional[bool] = None,
         preload: Sequence[str] = EXPORT_PRELOAD,
         upstream: bool = False,
+        model: Optional[str] = None,
+        flows: Sequence[str] = (),
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         installed = executorch_root()
         # What apply installs; with ``upstream``, the upstream series instead.
@@ -282,6 +297,10 @@ class Emitters:
         found = inspect_targets(installed, targets)
         support = test_support(root or data_root(), installed) if upstream else {}
         self._closing = False
+        # The model a warm parent loads once (preloaded.py), and from where.
+        self._model = (model, os.getcwd()) if model else None
+        self._flows = ",".join(flows)
+        self._timeout = timeout
         self._parents: Dict[str, Optional[warm.WarmParent]] = {}
         self._failed: Set[warm.WarmParent] = set()
         self._fresh: Set[subprocess.Popen] = set()
@@ -317,6 +336,11 @@ class Emitters:
         env = dict(os.environ)
         env["PYTHONPATH"] = pythonpath(self.paths[emitter], env.get("PYTHONPATH"))
         env["PYTHONFAULTHANDLER"] = "1"
+        env["PYTHONHASHSEED"] = hash_seed()
+        if self._model is not None:
+            env[preloaded.MODEL], env[preloaded.MODEL_CWD] = self._model
+            env[preloaded.FLOWS] = self._flows
+            env[preloaded.TIMEOUT] = f"{self._timeout:g}"
         env.update(NO_BYTECODE)
         return env
 
@@ -471,8 +495,17 @@ class Emitters:
             f"the {emitter} warm parent failed ({reason}); using a fresh "
             "interpreter per run"
         )
+        if preloaded.STEP in reason:
+            # The user's model started the thread: every export now loads
+            # it again, which the user should know, and can change.
+            note = (
+                f"loading the model in the {emitter} warm parent started a "
+                "thread, so each export imports and builds it again in a fresh "
+                "interpreter (the same results, slower; a model file that "
+                "starts no thread at import or build is loaded once)"
+            )
         self.notes.append(note)
-        if "forking it is not safe" not in reason:
+        if "forking it is not safe" not in reason or preloaded.STEP in reason:
             # A broken environment (an import that fails), which the
             # exports will meet too. A parent with threads is no mistake of
             # the user's: the same results, slower; --verbose says why.

@@ -644,7 +644,7 @@ def test_the_patch_is_judged_only_where_it_acts() -> None:
     for device in ("cpu", "fake:cuda:0", "meta"):
         row = Row("emitter", device, {"stock": fails, "patched": fails})
         assert row.problems == [] and row.tool_errors == [], device
-        assert "does not export with stock ExecuTorch either" in row.unchecked
+        assert "does not export this model with stock ExecuTorch either" in row.unchecked
     assert check.judge([row]).exit_code == 3
     # After the move, failing alike on a fake device is the tool's fault.
     after = Outcome(1, export_error("no attribute 'x'"), "")
@@ -670,7 +670,7 @@ def test_a_crash_alike_before_the_device_is_not_blamed_on_the_patch() -> None:
             "emitter", device, {"stock": crash("export"), "patched": crash("export")}
         )
         assert row.problems == [] and row.tool_errors == [], device
-        assert "does not export with stock ExecuTorch either" in row.unchecked
+        assert "does not export this model with stock ExecuTorch either" in row.unchecked
         assert "SIGSEGV" in row.unchecked
     assert check.judge([row]).exit_code == 3
     # On CPU the whole export is before any device.
@@ -1824,3 +1824,15 @@ def test_each_row_lists_every_constant_on_its_guarded_path(tmp_path: Path) -> No
     assert lines[0].split()[:3] == ["path", "device", "constants"]
     assert lines[2].split() == ["emitter", "cpu", "5", "ok", "ok"]
     assert lines[3].startswith("emitter  fake:cuda:0  5          SIGSEGV (exit 139)")
+
+
+def test_failures_are_normalised_for_comparison_only_where_runs_vary() -> None:
+    from executorch_device_guard.failures import normalised
+
+    assert normalised("{'b', 'a'} at 0x7f00aa and id=42") == "{'a', 'b'} at 0x? and id=?"
+    assert normalised("frozenset({'x, y', 'a'})") == "frozenset({'a', 'x, y'})"
+    assert normalised("{'k': (1, 2), 'a': 3}") == "{'a': 3, 'k': (1, 2)}"
+    # What does not vary between runs stays: sizes, shapes, names.
+    assert normalised("shape [8, 3] of w1 is 1024 bytes") == (
+        "shape [8, 3] of w1 is 1024 bytes"
+    )
