@@ -273,9 +273,7 @@ def _emit(model: Any, device: str, external_constants: bool) -> Any:
         return edge.to_executorch(config)
 
 
-def _device_in_preprocess(
-    backend: Any, name: str, device: str, fetch: Tuple[Any, str]
-) -> None:
+def _device_in_preprocess(backend: Any, name: str, device: str) -> None:
     """A delegate's preprocess (``backend``'s, e.g. XnnpackBackend) records
     its program's constants, and gets them on ``device`` (a moved one).
 
@@ -283,11 +281,10 @@ def _device_in_preprocess(
     tensors are put in place where the delegate starts on the real
     constants: at the start of preprocess, before its own passes (BatchNorm
     fusion and the rest) and its serializer. Tensors those passes derive stay
-    on the device (keep_device_claims), as they would on a real one, and the
-    serializer's ``fetch`` of each constant reports its device.
+    on the device (keep_device_claims), as they would on a real one. Each
+    tensor reports cpu: the guard must check the storage it reads.
     """
     from executorch_device_guard.fake_device import (
-        fetch_reports_device,
         keep_device_claims,
         tables_on_device,
     )
@@ -304,7 +301,7 @@ def _device_in_preprocess(
             tables_on_device(tables, _target_device(device))
         _on_device()
         _step(f"{name} preprocess")
-        with keep_device_claims(), fetch_reports_device(*fetch):
+        with keep_device_claims():
             return original(edge_program, compile_specs)
 
     backend.preprocess = staticmethod(preprocess)
@@ -316,16 +313,13 @@ def _lowered(
     backend: Any,
     name: str,
     partitioner: Any,
-    fetch: Tuple[Any, str],
 ) -> Any:
     """The model lowered with ``partitioner`` to ``backend`` (the delegate
-    ``name``'s BackendDetails, whose serializer gets each constant from
-    ``fetch``, an owner and an attribute), then to_executorch(); on a moved
-    device, the constants are there from the start of the delegate's
-    preprocess."""
+    ``name``'s BackendDetails), then to_executorch(); on a moved device, the
+    constants are there from the start of the delegate's preprocess."""
     from executorch.exir import to_edge_transform_and_lower
 
-    _device_in_preprocess(backend, name, device, fetch)
+    _device_in_preprocess(backend, name, device)
     exported = _export(model)
     # Every constant of the program: the delegate reads those it takes, the
     # emitter the others (a device row stops at the first).
@@ -348,15 +342,11 @@ def _xnnpack(model: Any, device: str) -> Any:
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
         XnnpackPartitioner,
     )
-    from executorch.backends.xnnpack.operators import node_visitor
     from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend
 
     if device == "meta":
         raise NotApplicable("meta weights fail in lowering's decompositions first")
-    fetch = (node_visitor, "get_param_tensor")
-    return _lowered(
-        model, device, XnnpackBackend, "XNNPACK", XnnpackPartitioner(), fetch
-    )
+    return _lowered(model, device, XnnpackBackend, "XNNPACK", XnnpackPartitioner())
 
 
 def _vulkan(model: Any, device: str) -> Any:
@@ -365,15 +355,9 @@ def _vulkan(model: Any, device: str) -> Any:
     from executorch.backends.vulkan.partitioner.vulkan_partitioner import (
         VulkanPartitioner,
     )
-    from executorch.backends.vulkan.serialization.vulkan_graph_builder import (
-        VkGraphBuilder,
-    )
     from executorch.backends.vulkan.vulkan_preprocess import VulkanBackend
 
-    fetch = (VkGraphBuilder, "get_param_tensor")
-    return _lowered(
-        model, device, VulkanBackend, "Vulkan", VulkanPartitioner(), fetch
-    )
+    return _lowered(model, device, VulkanBackend, "Vulkan", VulkanPartitioner())
 
 
 def _bundled(model: Any, device: str) -> Any:

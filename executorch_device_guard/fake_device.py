@@ -23,9 +23,8 @@ survives every pass on the way to the read.
 
 The tensor itself reports ``cpu``: Python code that made new tensors on its
 device (``torch.empty(..., device=weight.device)``) would fail without one.
-Where a delegate fetches a constant to serialize it, and checks
-``tensor.device`` before reading it, :func:`fetch_reports_device` hands it a
-:class:`DeviceTensor`, which reports its storage's device as a real one does.
+So a guard that checks ``tensor.device`` lets it through to the read; one
+that checks the storage it reads refuses it, as it does a real device tensor.
 """
 
 from __future__ import annotations
@@ -153,34 +152,9 @@ def on_device(tensor: torch.Tensor, device: str) -> torch.Tensor:
     return _rewrap(tensor, device)
 
 
-class DeviceTensor(torch.Tensor):
-    """A fake-device tensor whose ``device``, read from Python, is its storage's."""
-
-    @property
-    def device(self) -> torch.device:  # type: ignore[override]
-        return self.untyped_storage().device
-
-
-@contextlib.contextmanager
-def fetch_reports_device(owner: Any, name: str) -> Iterator[None]:
-    """Inside, ``owner.name``, a function that fetches a constant to serialize
-    it, returns a fake-device constant as a :class:`DeviceTensor`."""
-    fetch = getattr(owner, name)
-
-    def reporting(*args: Any, **kwargs: Any) -> Any:
-        tensor = fetch(*args, **kwargs)
-        return tensor.as_subclass(DeviceTensor) if is_fake(tensor) else tensor
-
-    setattr(owner, name, reporting)
-    try:
-        yield
-    finally:
-        setattr(owner, name, fetch)
-
-
 def _can_rewrap(value: Any) -> bool:
     return (
-        type(value) in (torch.Tensor, torch.nn.Parameter, DeviceTensor)
+        type(value) in (torch.Tensor, torch.nn.Parameter)
         and value.device.type == "cpu"
         and value.layout == torch.strided
         and not value.is_quantized
