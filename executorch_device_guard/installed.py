@@ -73,6 +73,7 @@ from executorch_device_guard.patchset import (
     forms as forms_of,
     missing_hunks,
     PatchError,
+    repeated_hunks,
     UPSTREAM,
 )
 
@@ -487,6 +488,19 @@ def _why_unknown(text: str, forms: Tuple[Form, ...]) -> str:
         state, _, _, _ = _classify(text.replace("\r\n", "\n"), forms)
         if state in (FileState.STOCK, FileState.PATCHED):
             return f"its line endings are CRLF; with LF it is the {state.value} text"
+    for form in forms:
+        for reverse in (False, True):
+            patches = list(form.patches)
+            repeated = repeated_hunks(patches, text, reverse)
+            if repeated and not missing_hunks(patches, text, reverse):
+                number, _, places = repeated[0]
+                shown = ", ".join(str(at + 1) for at in places[:3])
+                of = f" of the {form.name} form" if form.name not in (UPSTREAM, BACKPORT) else ""
+                return (
+                    f"the {'patched' if reverse else 'stock'} lines of hunk "
+                    f"{number}{of} occur {len(places)} times (from lines "
+                    f"{shown}), so where the change goes cannot be told"
+                )
     candidates = []
     for form in forms:
         patches = list(form.patches)

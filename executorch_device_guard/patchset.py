@@ -9,7 +9,10 @@
 The series is the single source of the change: ``apply`` installs it,
 ``check`` and the tests build a patched emitter from it, and ``export`` turns
 it into mbox patches for ``git am``. Hunks must match exactly (no fuzz, no
-whitespace tolerance); a hunk may only move, as ``git apply`` allows.
+whitespace tolerance); a hunk may only move, as ``git apply`` allows, and
+only where its lines occur once: lines that occur twice (a copy of the code
+kept in a dead branch) leave where the hunk goes untold, and the text is
+refused (PatchError), never patched at the nearer copy.
 
 Where an older release's stock file differs from main's around a hunk,
 ``patches/backports`` holds a backport form of that file's change, derived
@@ -69,13 +72,21 @@ class FilePatch:
             if reverse:
                 old, new = new, old
             expected = max(hunk.old_start - 1 + offset, 0)
-            at = _find_block(lines, old, expected)
-            if at is None:
-                direction = "reversed " if reverse else ""
+            places = _places(lines, old)
+            direction = "reversed " if reverse else ""
+            if not places:
                 raise PatchError(
                     f"{self.path}: {direction}hunk {number} does not match "
                     f"(expected near line {expected + 1})"
                 )
+            if len(places) > 1:
+                raise PatchError(
+                    f"{self.path}: {direction}hunk {number} matches "
+                    f"{len(places)} places (lines "
+                    f"{', '.join(str(at + 1) for at in places[:3])}), so where it "
+                    "goes cannot be told"
+                )
+            at = places[0]
             lines[at : at + len(old)] = new
             offset += len(new) - len(old) + (at - expected)
         return "".join(lines)
@@ -88,15 +99,17 @@ def _release_key(version: str) -> Optional[Tuple[int, ...]]:
     return tuple(int(part or 0) for part in match.groups()) if match else None
 
 
-def _find_block(lines: List[str], block: Tuple[str, ...], near: int) -> Optional[int]:
-    """The start of ``block`` in ``lines`` nearest to ``near``, or None."""
+def _places(lines: List[str], block: Tuple[str, ...]) -> List[int]:
+    """Every start of ``block`` in ``lines`` (overlapping ones too)."""
     size = len(block)
-    last = len(lines) - size
-    for distance in range(0, max(near, last - near) + 1):
-        for at in (near - distance, near + distance):
-            if 0 <= at <= last and tuple(lines[at : at + size]) == block:
-                return at
-    return None
+    if not size:
+        return list(range(len(lines) + 1))
+    first = block[0]
+    return [
+        at
+        for at in range(len(lines) - size + 1)
+        if lines[at] == first and tuple(lines[at : at + size]) == block
+    ]
 
 
 def parse_diff(diff: str) -> List[FilePatch]:
@@ -256,12 +269,26 @@ def missing_hunks(
 ) -> List[Tuple[int, Hunk]]:
     """The hunks whose stock (``reverse``: patched) lines are nowhere in
     ``text``, each with its number in its file patch."""
+    return [(n, h) for n, h, places in _hunk_places(patches, text, reverse) if not places]
+
+
+def repeated_hunks(
+    patches: List[FilePatch], text: str, reverse: bool = False
+) -> List[Tuple[int, Hunk, List[int]]]:
+    """The hunks whose stock (``reverse``: patched) lines occur more than
+    once in ``text``, each with its number and the lines where they start
+    (0-based)."""
+    return [(n, h, p) for n, h, p in _hunk_places(patches, text, reverse) if len(p) > 1]
+
+
+def _hunk_places(
+    patches: List[FilePatch], text: str, reverse: bool
+) -> List[Tuple[int, Hunk, List[int]]]:
     lines = text.splitlines(keepends=True)
     return [
-        (number, hunk)
+        (number, hunk, _places(lines, hunk.new_lines if reverse else hunk.old_lines))
         for file_patch in patches
         for number, hunk in enumerate(file_patch.hunks, 1)
-        if _find_block(lines, hunk.new_lines if reverse else hunk.old_lines, 0) is None
     ]
 
 

@@ -1136,3 +1136,57 @@ def test_a_pycache_prefix_given_with_dash_x_is_seen_too(
     assert snapshot(tmp_path) == before
     doc = (REPO / "docs" / "apply-and-run.md").read_text()
     assert "-X pycache_prefix" in doc
+
+
+# The fifth attack (docs/hostile.md, "The fifth attack").
+
+
+def _with_a_dead_copy(text: str) -> str:
+    """The emitter with a dead copy of ``_tensor_spec_to_evalue`` (under
+    ``if False:``) where the series' first hunk expects it, the live method
+    pushed down: what the attack's dup_context.py writes."""
+    lines = text.split("\n")
+    start = next(i for i, x in enumerate(lines) if "def _tensor_spec_to_evalue" in x)
+    end = start + 1
+    while not lines[end].startswith("    def "):
+        end += 1
+    header = [
+        "if False:  # a stale copy kept by a user",
+        "  class _Unused:",
+        "    def _f(self, buffer_idx=None):",
+    ]
+    pad = ["# pad"] * (start - 6)
+    return "\n".join(pad + header + lines[start - 3 : end] + lines)
+
+
+@pytest.mark.parametrize("state", ["stock", "patched"])
+def test_a_hunk_whose_lines_occur_twice_is_never_placed_by_proximity(
+    tmp_path: Path, site: Path, state: str
+) -> None:
+    """D2: a dead copy of a hunk's lines nearer to where the hunk expects
+    them: 7f6ba8a patched the copy ("Patched.", the live method stock and
+    every export broken), or, patched, called it "Patched." and would have
+    reverted the copy. Where the change goes cannot be told: unknown, and
+    apply, revert and run refuse in one line, nothing changed."""
+    import ast
+
+    if state == "patched":
+        assert cli(site, "apply").returncode == 0
+    emitter = site / "executorch" / EMITTER
+    emitter.write_text(_with_a_dead_copy(emitter.read_text()))
+    ast.parse(emitter.read_text())  # still Python
+    before = snapshot(tmp_path)
+    status = cli(site, "status")
+    assert status.returncode == 0, status.stderr
+    assert re.search(
+        rf"^  unknown +{re.escape(EMITTER)} \(the {state} lines of hunk 1 occur 2 "
+        r"times \(from lines \d+, \d+\), so where the change goes cannot be told\)$",
+        status.stdout,
+        re.M,
+    ), status.stdout
+    assert "Patched." not in status.stdout and "Stock." not in status.stdout
+    for command in ("apply", "revert", "run"):
+        one_line_error(
+            cli(site, *_run_args(command)), f"{site / 'executorch' / EMITTER} is unknown"
+        )
+    assert snapshot(tmp_path) == before
