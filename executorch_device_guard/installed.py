@@ -46,7 +46,6 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import os
-import pkgutil
 import posixpath
 import stat
 import sys
@@ -62,7 +61,7 @@ from typing import (
     Tuple,
 )
 
-from executorch_device_guard import bytecode, faults, lock, recovery
+from executorch_device_guard import bytecode, faults, lock, origins, recovery
 from executorch_device_guard.confined import Changed, Package, read_file, Unsafe
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.patchset import (
@@ -94,10 +93,6 @@ __all__ = [
 
 # Written by earlier versions; never read now, only removed.
 LEGACY_STATE = ".device_guard.json"
-
-# The top-level folders of the targets: each must be imported from the root.
-_TOP_LEVEL = ("exir", "devtools", "backends", "extension", "runtime")
-
 
 class FileState(enum.Enum):
     STOCK = "stock"
@@ -393,43 +388,84 @@ def _source_of(root: Path) -> str:
     return next((p for p in places if os.path.isdir(p)), str(root))
 
 
-def _holds(place: str, top: str) -> bool:
-    """Whether ``import executorch.TOP`` finds something at ``place``, one of
-    ``executorch``'s locations: a folder there, or what the importer of a
-    place that is no folder (a zip file's ``x.zip/executorch``) finds."""
-    if os.path.exists(os.path.join(place, top)):
-        return True
-    if os.path.isdir(place):
-        return False
+def targets_in(root: Path) -> List[str]:
+    """The install series' target files that ``root`` holds (whatever their
+    state): the modules whose origin decides whether the fix is used."""
+    from executorch_device_guard import data_root
+    from executorch_device_guard.patchset import patched_files
+
+    return [
+        rel
+        for rel in patched_files(data_root(), install=True)
+        if os.path.lexists(root / rel)
+    ]
+
+
+@dataclasses.dataclass(frozen=True)
+class Instead:
+    """A package or module that ``import`` here takes from elsewhere than the
+    expected ExecuTorch folder (``origins.instead``): its name, what is
+    loaded instead (None: nothing), as what (``module``, ``package``,
+    ``namespace``), the ``executorch`` folder holding it (found on the path),
+    and the import hook that served it (None: the path finder)."""
+
+    module: str
+    where: Optional[str]
+    kind: Optional[str] = None
+    portion: Optional[str] = None
+    finder: Optional[str] = None
+
+    @classmethod
+    def of(cls, found: Optional[dict]) -> "Optional[Instead]":
+        if found is None:
+            return None
+        names = ("module", "where", "kind", "portion", "finder")
+        return cls(**{name: found.get(name) for name in names})
+
+
+def loaded_instead(root: Path, served: Optional[Path] = None) -> Optional[Instead]:
+    """What ``import`` here (this interpreter's path and import hooks) takes
+    from elsewhere than ``served`` (default: ``root``, the installed package)
+    on the way to any target module that ``root`` holds; None when every
+    one, and each package on its way, comes from there. An empty
+    ``executorch/backends/`` folder ahead on the path is no shadow: a
+    regular package later on the path wins over it."""
     try:
-        finder = pkgutil.get_importer(place)
-        return finder is not None and finder.find_spec(f"executorch.{top}") is not None
-    except Exception:  # an importer that cannot answer finds nothing here
-        return False
+        found = origins.instead(str(served or root), targets_in(root))
+    except Exception as e:  # noqa: B902 - an import hook that cannot answer
+        raise GuardError(
+            f"where Python imports ExecuTorch from here cannot be told "
+            f"({type(e).__name__}: {e}), so whether the fix would be used "
+            "cannot be either. Nothing was changed."
+        ) from e
+    return Instead.of(found)
 
 
-def loaded_instead(root: Path) -> Optional[Tuple[str, str]]:
-    """``(top, folder)`` when ``import executorch.TOP`` here loads ``folder``
-    (None: nothing) instead of ``root``, the installed package; else None.
-    ``folder`` may be a place in a zip file."""
-    spec = importlib.util.find_spec("executorch")
-    locations = list((spec and spec.submodule_search_locations) or [])
-    for top in (t for t in _TOP_LEVEL if (root / t).exists()):
-        # A namespace portion earlier on sys.path wins, one subpackage at a time.
-        first = next((p for p in locations if _holds(p, top)), None)
-        if first is None or os.path.realpath(first) != os.path.realpath(root):
-            return top, first
-    return None
-
-
-def shadowed(root: Path, instead: Tuple[str, Optional[str]]) -> GuardError:
-    top, first = instead
-    where = f"{first}/{top}" if first else "nothing"
+def shadowed(root: Path, instead: Instead) -> GuardError:
+    """The refusal for ``instead``, in one line, with its way out."""
+    where = instead.where or "nothing"
+    said = f"`import {instead.module}` here loads {where}"
+    if instead.finder is not None:
+        return GuardError(
+            f"{said}, not the installed ExecuTorch at {root}: an import hook "
+            f"({instead.finder}, put on sys.meta_path by a .pth file or "
+            "sitecustomize) serves it. Nothing was changed. Remove that hook "
+            "(or its .pth file), then run the command again."
+        )
+    inside = instead.where is not None and os.path.commonpath(
+        [os.path.realpath(instead.where), os.path.realpath(root)]
+    ) == os.path.realpath(root)
+    if instead.kind == "namespace" and inside:
+        return GuardError(
+            f"{said} as a namespace package: its __init__.py is not a file "
+            "that Python imports (a FIFO, a folder, a broken link), so "
+            "ExecuTorch cannot be imported as installed. Nothing was changed. "
+            f"Reinstall it: {reinstall_command()}"
+        )
     return GuardError(
-        f"`import executorch.{top}` here loads {where}, not the "
-        f"installed ExecuTorch at {root}: an executorch folder in the "
-        "current directory or on PYTHONPATH shadows it. Run the command "
-        "from another directory."
+        f"{said}, not the installed ExecuTorch at {root}: an executorch "
+        "folder in the current directory or on PYTHONPATH shadows it. Run the "
+        "command from another directory."
     )
 
 

@@ -35,6 +35,7 @@ from sites import (
     snapshot,
     STOCK,
     TARGETS,
+    target_states,
 )
 
 EMITTER = "exir/emit/_emitter.py"
@@ -1189,4 +1190,101 @@ def test_a_hunk_whose_lines_occur_twice_is_never_placed_by_proximity(
         one_line_error(
             cli(site, *_run_args(command)), f"{site / 'executorch' / EMITTER} is unknown"
         )
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", ["status", "apply", "revert", "run"])
+def test_an_empty_namespace_folder_ahead_on_the_path_is_no_shadow(
+    tmp_path: Path, site: Path, command: str
+) -> None:
+    """D11: an empty executorch/backends/ (no __init__.py) ahead on
+    PYTHONPATH: Python still imports the installed regular package, which
+    wins over such a folder. 7f6ba8a refused, saying that `import
+    executorch.backends` loads the empty folder."""
+    ahead = tmp_path / "ahead"
+    (ahead / "executorch" / "backends").mkdir(parents=True)
+    env = {"PYTHONPATH": os.pathsep.join([str(ahead), str(site), str(REPO)])}
+    if command == "revert":
+        assert cli(site, "apply", env=env).returncode == 0
+    result = cli(site, *_run_args(command), env=env)
+    assert result.returncode == 0, result.stderr
+    assert "error" not in result.stderr, result.stderr
+    if command == "status":
+        assert result.stdout.endswith("Stock. `apply` patches it.\n"), result.stdout
+    if command in ("apply", "revert"):
+        expected = "patched" if command == "apply" else "stock"
+        assert set(target_states(site).values()) == {expected}
+
+
+_HOOK = """
+import importlib.util, sys
+
+MAPPING = {"executorch.exir.emit._emitter": %r}
+
+
+class Finder:
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        if fullname in MAPPING:
+            return importlib.util.spec_from_file_location(fullname, MAPPING[fullname])
+
+
+def install():
+    sys.meta_path.insert(0, Finder)
+"""
+
+
+@pytest.mark.parametrize("first", ["stock", "patched"])
+def test_an_import_hook_that_serves_another_copy_is_a_shadow(
+    tmp_path: Path, first: str
+) -> None:
+    """D4: a .pth file in site-packages puts a meta-path finder first (as
+    editable installs do) that serves the emitter from a stock copy
+    elsewhere. 7f6ba8a said "Patched." and run ran the command on the
+    stock copy, without a word. Each target is looked up as the program
+    would, hooks first: status, apply, revert and run refuse in one line,
+    naming the hook, nothing changed."""
+    import subprocess
+
+    from sites import FAULT
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    (purelib,) = venv.glob("lib/python*/site-packages")
+    site = make_site(purelib / "_", version="1.5.1")
+    for entry in site.iterdir():
+        shutil.move(str(entry), purelib / entry.name)
+    site.rmdir()
+    site = purelib
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop(FAULT, None)
+
+    def tool(*args: str):
+        return subprocess.run(
+            [str(python), "-m", "executorch_device_guard", *args],
+            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        )
+
+    if first == "patched":
+        assert tool("apply").returncode == 0
+    copy = tmp_path / "elsewhere" / "_emitter.py"
+    copy.parent.mkdir()
+    copy.write_bytes(STOCK[EMITTER])
+    (purelib / "mytools_finder.py").write_text(_HOOK % str(copy))
+    (purelib / "mytools_finder.pth").write_text(
+        "import mytools_finder; mytools_finder.install()\n"
+    )
+    before = snapshot(tmp_path)
+    needle = (
+        "`import executorch.exir.emit._emitter` here loads "
+        f"{copy}, not the installed ExecuTorch at {site / 'executorch'}: an "
+        "import hook (mytools_finder.Finder, put on sys.meta_path by a .pth "
+        "file or sitecustomize) serves it"
+    )
+    for command in ("status", "apply", "revert", "run"):
+        run = ["--", str(python), "-c", "pass"] if command == "run" else []
+        result = tool(command, *run)
+        one_line_error(result, needle)
+        assert "Patched." not in result.stdout
     assert snapshot(tmp_path) == before

@@ -1095,3 +1095,92 @@ def test_a_killed_checks_folder_is_removed_once_nothing_uses_it(
     assert guard("run", "--", "true", env=tmp_env).returncode == 0
     assert not folder.exists()
     assert overlays_in(tmp_env) == []
+
+
+# The fifth attack (docs/hostile.md, "The fifth attack").
+
+LAUNCHER = "import sys\nfrom executorch_device_guard.cli import main\nsys.exit(main())\n"
+
+# A partial executorch/ folder: one guarded subpackage, copied stock as
+# `cp -a` copies it (its __init__.py files too), and the subpackage's target.
+_PARTIAL = {
+    "backends": ("backends/", "backends/xnnpack/operators/node_visitor.py"),
+    "devtools": ("devtools/", "devtools/bundled_program/core.py"),
+    "custom-ops": (
+        "extension/llm/custom_ops/",
+        "extension/llm/custom_ops/custom_ops.py",
+    ),
+}
+
+
+@pytest.mark.parametrize("where", ["current-folder", "script-folder"])
+@pytest.mark.parametrize("partial", sorted(_PARTIAL))
+def test_a_partial_executorch_folder_beside_the_command_is_refused(
+    tmp_path: Path, tmp_env, partial: str, where: str
+) -> None:
+    """D1: executorch is a namespace package, so an executorch/ folder that
+    Python searches first (the current folder for python -c and -m, the
+    script's folder for python FILE) merges in ahead of the overlay,
+    subpackage by subpackage. 7f6ba8a looked for exir/ in the current folder
+    only, and ran the command on a stock XNNPACK, bundled program or custom
+    ops. Every target module is now looked up as Python would: one line,
+    exit 2, nothing run."""
+    from sites import INITS, STOCK
+
+    site = make_site(tmp_path / "site")
+    beside = tmp_path / "beside"
+    prefix, target = _PARTIAL[partial]
+    for rel in [i for i in INITS if i.startswith(prefix)] + [target]:
+        path = beside / "executorch" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(STOCK.get(rel, b""))
+    script = beside / "export.py"
+    script.write_text("print('ran')\n")
+    tool = tmp_path / "edg.py"  # as the console script runs it (not python -m)
+    tool.write_text(LAUNCHER)
+    env = dict(tmp_env, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
+    if where == "current-folder":
+        cwd, command = beside, [sys.executable, "-c", "print('ran')"]
+        needle = f"the current folder {beside} holds an executorch folder"
+    else:
+        cwd, command = tmp_path, [sys.executable, str(script)]
+        needle = f"the script's folder {beside} holds an executorch folder"
+    before = snapshot(tmp_path / "site"), snapshot(beside)
+    result = subprocess.run(
+        [sys.executable, str(tool), "run", "--", *command],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    one_line(result, 2, needle, "not from the patched overlay", "Nothing was run")
+    assert result.stdout == ""
+    assert (snapshot(tmp_path / "site"), snapshot(beside)) == before
+    assert overlays_in(tmp_env) == []
+
+
+def test_an_exir_init_that_python_cannot_import_is_refused(tmp_path: Path, tmp_env):
+    """D11: a FIFO in place of exir/__init__.py: Python imports executorch.exir
+    as an empty namespace package, and 7f6ba8a linked it into the overlay and
+    ran the command without the import marker, so not even the note came.
+    Refused in one line (status too), nothing run."""
+    from sites import cli
+
+    site = make_site(tmp_path / "site")
+    init = site / "executorch" / "exir" / "__init__.py"
+    init.unlink()
+    os.mkfifo(init)
+    before = snapshot(tmp_path / "site")
+    for args in (["status"], ["run", "--", "true"]):
+        # -S: no ExecuTorch of this environment behind the site's on the path.
+        env = {"TMPDIR": tmp_env["TMPDIR"]}
+        result = cli(site, *args, env=env, python_flags=["-S"], timeout=60)
+        one_line(
+            result,
+            2,
+            f"`import executorch.exir` here loads {init.parent} as a namespace "
+            "package: its __init__.py is not a file that Python imports",
+        )
+    assert snapshot(tmp_path / "site") == before
+    assert overlays_in(tmp_env) == []
