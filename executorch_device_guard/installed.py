@@ -47,6 +47,7 @@ import importlib.metadata
 import importlib.util
 import os
 import posixpath
+import re
 import stat
 import sys
 from pathlib import Path
@@ -72,6 +73,7 @@ from executorch_device_guard.patchset import (
     forms as forms_of,
     missing_hunks,
     PatchError,
+    release_key,
     repeated_hunks,
     UPSTREAM,
 )
@@ -284,7 +286,41 @@ def _read_record(dist: importlib.metadata.Distribution) -> Record:
             "ExecuTorch is cannot be told. Nothing was changed. Reinstall it: "
             f"{recovery.command(folder, None)}"
         )
+    _same_as_version_py(dist, folder, meta_path, version)
     return Record(folder, version, _in_package(hashes))
+
+
+_VERSION_PY = re.compile(rb"""^__version__\s*=\s*["']([^"'\n]*)["']""", re.M)
+
+
+def _same_as_version_py(
+    dist: importlib.metadata.Distribution,
+    folder: Path,
+    meta_path: Path,
+    version: str,
+) -> None:
+    """GuardError when ``executorch/version.py``, which the build writes
+    from the same version, names another release than METADATA (1.4.1's
+    files under a dist-info relabelled 1.4.2 or 1.5.1): the release decides
+    which backports apply. Compared by (major, minor, patch), so that a
+    local label (``+cpu``) is no disagreement; nothing to compare where
+    the package has no version.py."""
+    path = Path(dist.locate_file("executorch")) / "version.py"
+    try:
+        text = read_file(path)
+    except Unsafe as e:
+        raise _unreadable(str(e), folder) from e
+    said = _VERSION_PY.search(text) if text is not None else None
+    if said is None:
+        return
+    there = said.group(1).decode("utf-8", "replace")
+    ours, theirs = release_key(version), release_key(there)
+    if ours is not None and theirs is not None and ours != theirs:
+        raise GuardError(
+            f"{path} says __version__ {there!r}, but {meta_path} says Version "
+            f"{version!r}, so which release this ExecuTorch is cannot be told. "
+            f"Nothing was changed. Reinstall it: {recovery.command(folder, None)}"
+        )
 
 
 def _in_package(paths: Iterable[str]) -> FrozenSet[str]:
@@ -641,8 +677,25 @@ def inspect(
     patched lines is still stock or patched, and keeps the edit."""
     version = found.version if found is not None else None
     files = found.files if found is not None else None
+    first, last = patches[0].releases or ("", "")
+    if patches[0].undecided(version):
+        why = (
+            f"ExecuTorch {version} comes after {last}, the last release its "
+            f"backport is for, on the same line: whether it has upstream's "
+            "fix cannot be told"
+        )
+        return Inspection(FileState.UNKNOWN, why)
     if not patches[0].for_release(version):
-        first, last = patches[0].releases or ("", "")
+        fits = _text_fits(package, rel, patches)
+        if fits is not None:
+            # The bytes are of a release the backport is for: the version
+            # label and the files disagree (never leave the fix out).
+            why = (
+                f"its text is the {fits.value} text of ExecuTorch {first} to "
+                f"{last}, which its backport is for, but this release says "
+                f"{version}: which release it is cannot be told"
+            )
+            return Inspection(FileState.UNKNOWN, why)
         why = f"its backport is for ExecuTorch {first} to {last}: left alone"
         return Inspection(FileState.NOT_FOR_RELEASE, why)
     if files is not None and rel not in files:
@@ -671,6 +724,23 @@ def inspect(
         return Inspection(FileState.UNKNOWN, "not UTF-8 text", data)
     state, other, reason, form = _classify(text, forms_of(patches))
     return Inspection(state, reason, data, other.encode("utf-8"), form, st.st_mtime_ns)
+
+
+def _text_fits(
+    package: Package, rel: str, patches: List[FilePatch]
+) -> Optional[FileState]:
+    """STOCK or PATCHED when the file ``rel`` is that text of its change
+    (read as ``inspect`` reads a target); None for anything else, or a file
+    that is not there or cannot be read."""
+    try:
+        data = package.read(rel)
+        text = data.decode("utf-8") if data is not None else None
+    except (Unsafe, UnicodeDecodeError):
+        return None
+    if text is None:
+        return None
+    state = _classify(text, forms_of(patches))[0]
+    return state if state in (FileState.STOCK, FileState.PATCHED) else None
 
 
 def shadows(package: Package, rel: str) -> List[str]:

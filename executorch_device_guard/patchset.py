@@ -63,6 +63,17 @@ class FilePatch:
         first, last = (_release_key(v) for v in self.releases)
         return first <= key <= last
 
+    def undecided(self, version: Optional[str]) -> bool:
+        """Whether ``version`` is a later release of the line of the last
+        release this change is for (1.4.2 after 1.4.1, for 1.0.0-1.4.1): the
+        range ends where upstream's fix came, and whether such a patch
+        release of an older line carries that fix cannot be told."""
+        key = _release_key(version) if version is not None else None
+        if self.releases is None or key is None:
+            return False
+        last = _release_key(self.releases[1])
+        return last is not None and key[:2] == last[:2] and key > last
+
     def apply(self, text: str, reverse: bool = False) -> str:
         """Returns ``text`` with every hunk applied, or raises PatchError."""
         lines = text.splitlines(keepends=True)
@@ -90,6 +101,11 @@ class FilePatch:
             lines[at : at + len(old)] = new
             offset += len(new) - len(old) + (at - expected)
         return "".join(lines)
+
+
+def release_key(version: str) -> Optional[Tuple[int, ...]]:
+    """(major, minor, patch) of a version ("1.4.1+cpu": (1, 4, 1)), or None."""
+    return _release_key(version)
 
 
 def _release_key(version: str) -> Optional[Tuple[int, ...]]:

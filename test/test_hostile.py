@@ -1288,3 +1288,82 @@ def test_an_import_hook_that_serves_another_copy_is_a_shadow(
         one_line_error(result, needle)
         assert "Patched." not in result.stdout
     assert snapshot(tmp_path) == before
+
+
+PORTABLE_LIB = "extension/pybindings/portable_lib.py"
+
+
+def _with_portable_lib(site: Path, data: bytes) -> None:
+    """The runtime-inputs backport's target, listed in RECORD."""
+    from sites import record_hash
+
+    path = site / "executorch" / PORTABLE_LIB
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    with open(_record(site), "a") as f:
+        f.write(f"executorch/{PORTABLE_LIB},{record_hash(data)},{len(data)}\n")
+
+
+@pytest.mark.parametrize(
+    "label,state",
+    [("1.5.1", "stock"), ("1.5.1", "patched"), ("1.4.2", "stock")],
+)
+def test_a_backport_is_not_left_out_on_the_version_label_alone(
+    tmp_path: Path, label: str, state: str
+) -> None:
+    """D3: the runtime-inputs backport is for 1.0.0 to 1.4.1 (1.5 has
+    upstream's C++ fix). 7f6ba8a decided by the dist-info's Version alone:
+    1.4.1's portable_lib.py under a label of 1.5.1 (or an unknown 1.4.2, a
+    patch release of the 1.4 line) was "not for this release", left stock,
+    and status said "Patched.". Now a file whose bytes are that backport's
+    stock or patched text under a release outside its range is unknown, and
+    so is a later release of its last line: status never says Patched or
+    Stock, apply, revert and run refuse in one line, nothing changed."""
+    from sites import ALL_TARGETS
+
+    site = make_site(tmp_path / "site", version=label)
+    (backport,) = ALL_TARGETS[PORTABLE_LIB]
+    (hunk,) = backport.hunks
+    _with_portable_lib(
+        site, "".join(hunk.new_lines if state == "patched" else hunk.old_lines).encode()
+    )
+    if state == "patched":
+        for rel in TARGETS:
+            (site / "executorch" / rel).write_bytes(PATCHED[rel])
+    before = snapshot(tmp_path)
+    status = cli(site, "status")
+    assert status.returncode == 0, status.stderr
+    why = (
+        f"its text is the {state} text of ExecuTorch 1.0.0 to 1.4.1, which its "
+        f"backport is for, but this release says {label}"
+        if label == "1.5.1"
+        else "ExecuTorch 1.4.2 comes after 1.4.1, the last release its backport "
+        "is for, on the same line"
+    )
+    assert re.search(
+        rf"^  unknown +{re.escape(PORTABLE_LIB)} \({re.escape(why)}", status.stdout, re.M
+    ), status.stdout
+    assert "Patched." not in status.stdout and "Stock." not in status.stdout
+    for command in ("apply", "revert", "run"):
+        one_line_error(
+            cli(site, *_run_args(command)), f"{PORTABLE_LIB} is unknown ({why}"
+        )
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", ["status", "apply", "run"])
+def test_a_version_py_of_another_release_is_refused(
+    tmp_path: Path, site: Path, command: str
+) -> None:
+    """D3: executorch/version.py is written from the same version as the
+    dist-info: 1.4.1's files (version.py says 1.4.1+cpu) under a dist-info
+    relabelled 1.5.1, folder, METADATA and RECORD alike, are refused."""
+    (site / "executorch" / "version.py").write_text('__version__ = "1.4.1+cpu"\n')
+    before = snapshot(tmp_path)
+    one_line_error(
+        cli(site, *_run_args(command)),
+        f"{site / 'executorch' / 'version.py'} says __version__ '1.4.1+cpu', but "
+        f"{site / 'executorch-1.5.1.dist-info' / 'METADATA'} says Version '1.5.1'",
+        "Nothing was changed",
+    )
+    assert snapshot(tmp_path) == before
