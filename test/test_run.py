@@ -1184,3 +1184,101 @@ def test_an_exir_init_that_python_cannot_import_is_refused(tmp_path: Path, tmp_e
         )
     assert snapshot(tmp_path / "site") == before
     assert overlays_in(tmp_env) == []
+
+
+def _mtimes(*folders: Path) -> list:
+    return [os.stat(folder).st_mtime_ns for folder in folders]
+
+
+@pytest.mark.parametrize("where", ["site-packages", "dist-info"])
+def test_a_tmpdir_in_site_packages_is_refused(tmp_path: Path, where: str) -> None:
+    """D5: 7f6ba8a refused a TMPDIR inside the package only: with TMPDIR in
+    site-packages itself or in ExecuTorch's dist-info, run made its overlay
+    there (their times changed; after kill -9 it stayed in the dist-info,
+    which pip uninstall would leave behind). Refused before anything is
+    written, for check's overlays too."""
+    from sites import cli, one_line_error
+
+    site = make_site(tmp_path / "site")
+    dist = site / "executorch-1.5.1.dist-info"
+    tmpdir = site if where == "site-packages" else dist
+    old = 1_000_000_000_123_456_789
+    for folder in (site, dist):
+        os.utime(folder, ns=(old, old))
+    before = snapshot(tmp_path)
+    for args in (["run", "--", "true"], ["check", "--paths", "emitter"]):
+        result = cli(site, *args, env={"TMPDIR": str(tmpdir)})
+        one_line_error(
+            result,
+            f"the temporary folder {tmpdir} is inside {site}, the folder that "
+            "holds the installed ExecuTorch, where nothing is written",
+        )
+        assert snapshot(tmp_path) == before
+        assert _mtimes(site, dist) == [old, old]
+
+
+def test_a_log_dir_in_the_package_is_refused(tmp_path: Path) -> None:
+    """D5: check --log-dir inside the installed package (or site-packages)
+    wrote its logs there. Refused in one line before the folder is made."""
+    from sites import cli, one_line_error
+
+    site = make_site(tmp_path / "site")
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    before = snapshot(tmp_path)
+    for logs in (site / "executorch" / "exir" / "emit" / "logs", site / "logs"):
+        args = ["check", "--paths", "emitter", "--devices", "cpu", "--log-dir"]
+        result = cli(site, *args, str(logs), env={"TMPDIR": str(tmpdir)})
+        one_line_error(result, f"--log-dir {logs} is inside ", "where nothing is written")
+        assert snapshot(tmp_path) == before
+
+
+def test_a_tmpdir_bind_mounted_from_the_package_is_refused(tmp_path: Path) -> None:
+    """D5: a bind mount shows a folder of the package under another path:
+    7f6ba8a compared paths only and made the overlay inside executorch/exir.
+    Folders are compared by device and inode too."""
+    import shutil as _shutil
+
+    if os.geteuid() != 0 or not _shutil.which("unshare"):
+        pytest.skip("needs root and unshare, for a bind mount of its own")
+    site = make_site(tmp_path / "site")
+    exir = site / "executorch" / "exir"
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    before = snapshot(tmp_path / "site")
+    logs = mount / "logs"
+    script = (
+        "mount --make-rprivate / && mount --bind \"$1\" \"$2\" && shift 2 && "
+        'TMPDIR="$MNT" "$@" run -- true; echo "run=$?"; '
+        '"$@" check --paths emitter --devices cpu --log-dir "$LOGS"; echo "check=$?"'
+    )
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(site), str(REPO)]),
+        MNT=str(mount),
+        LOGS=str(logs),
+        TMPDIR=str(tmp_path),
+    )
+    probe = subprocess.run(
+        ["unshare", "-m", "true"], capture_output=True, text=True, timeout=60
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"no mount namespace here: {probe.stderr.strip()}")
+    result = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script, "-", str(exir), str(mount),
+         sys.executable, "-m", "executorch_device_guard"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert "run=2" in result.stdout and "check=2" in result.stdout, (
+        result.stdout + result.stderr
+    )
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2, result.stderr
+    assert lines[0].startswith(
+        f"executorch-device-guard: error: the temporary folder {mount} is inside "
+        f"{exir}, in the installed ExecuTorch (seen as {mount}: a bind mount)"
+    ), lines
+    assert lines[1].startswith(
+        f"executorch-device-guard: error: --log-dir {logs} is inside {exir}"
+    ), lines
+    assert snapshot(tmp_path / "site") == before
