@@ -134,11 +134,32 @@ BUILTIN: Dict[str, Callable[[], Any]] = {
 }
 
 
+def _split(spec: str) -> Tuple[str, str]:
+    """``(target, attr as given)``: split at the first ':' after which the
+    part before is a ``.py`` file's path or an existing file (a folder's
+    name may hold ':'); else the whole spec, if it is one; else at the
+    first ':'."""
+    for at in (i for i, c in enumerate(spec) if c == ":"):
+        if _is_file_name(spec[:at]):
+            return spec[:at], spec[at + 1 :]
+    if _is_file_name(spec):
+        return spec, ""
+    target, _, attr = spec.partition(":")
+    return target, attr
+
+
+def _is_file_name(text: str) -> bool:
+    try:
+        return text.endswith(".py") or Path(text).is_file()
+    except (OSError, ValueError):  # a name too long, a null byte
+        return False
+
+
 def parse(spec: str) -> Tuple[str, str, str]:
     """``(kind, target, attr)``: kind is 'builtin', 'file' or 'module'."""
     if spec in BUILTIN:
         return "builtin", spec, ""
-    target, _, attr = spec.partition(":")
+    target, attr = _split(spec)
     if not target:
         raise ModelSpecError(
             f"--model {spec!r}: give 'package.module:attr' or 'path/file.py:attr'"
@@ -149,7 +170,7 @@ def parse(spec: str) -> Tuple[str, str, str]:
             "'package.module:attr' or 'path/file.py:attr', one ':' then the "
             "name of the model"
         )
-    kind = "file" if target.endswith(".py") or Path(target).is_file() else "module"
+    kind = "file" if _is_file_name(target) else "module"
     return kind, target, attr or "model"
 
 
@@ -492,7 +513,7 @@ def _listed(names: List[str]) -> str:
 
 
 def _default_note(spec: str) -> str:
-    return "" if spec.partition(":")[2] else " (the default when no ':attr' is given)"
+    return "" if _split(spec)[1] else " (the default when no ':attr' is given)"
 
 
 def _no_attribute(

@@ -530,3 +530,30 @@ def test_nested_inputs_and_outputs_are_bundled_flat(tmp_path: Path) -> None:
     result = child.run("cpu", f"{path}:model", False, tmp_path / "out", "bundled")
     assert result["outcome"] == "ok", result
     assert list(result["files"]) == ["bundled_program.bpte"]
+
+
+# The fifth attack (docs/hostile.md, "The fifth attack").
+
+
+def test_a_model_in_a_folder_whose_name_has_a_colon(tmp_path: Path) -> None:
+    """D9: --model split at the first ':', so a file in a folder named
+    'a:b' could not be named at all. A ':' is taken for the separator only
+    where what comes before it is a .py file's path (or a file)."""
+    folder = tmp_path / "d9:models"
+    folder.mkdir()
+    path = folder / "m.py"
+    path.write_text(USER_MODELS)
+    for spec in (f"{path}:make", f"{path}:as_tuple"):
+        models.check_file(spec)
+        assert isinstance(models.load_model(spec).module, torch.nn.Module)
+    (folder / "model.py").write_text(
+        "import torch\nmodel = torch.nn.Linear(2, 3), (torch.ones(1, 2),)\n"
+    )
+    assert models.parse(str(folder / "model.py")) == (
+        "file",
+        str(folder / "model.py"),
+        "model",
+    )
+    assert isinstance(
+        models.load_model(str(folder / "model.py")).module, torch.nn.Linear
+    )
