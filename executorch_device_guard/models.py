@@ -29,6 +29,7 @@ import importlib.machinery
 import importlib.util
 import inspect
 import os
+import stat
 import sys
 import types
 from pathlib import Path
@@ -185,6 +186,7 @@ def check_file(spec: str) -> None:
     if kind == "builtin":
         return
     if kind == "file":
+        _refuse_unreadable(spec, Path(target))
         if not Path(target).is_file():
             raise ModelSpecError(
                 f"--model {spec}: no such file {Path(target).resolve()}; give the "
@@ -202,6 +204,7 @@ def check_file(spec: str) -> None:
     else:
         sources, own = _module_sources(spec, target)
     for source in sources:
+        _refuse_unreadable(spec, source)
         try:
             compile(source.read_bytes(), str(source), "exec", dont_inherit=True)
         except (SyntaxError, ValueError) as e:  # ValueError: a null byte
@@ -220,6 +223,32 @@ def check_file(spec: str) -> None:
             defined.names,
             defined.model_classes,
             defined.others,
+        )
+
+
+# No model's source file is this large (apply reads its targets up to the
+# same size): a larger one is refused before it is read.
+MAX_SOURCE = 64 << 20
+
+
+def _refuse_unreadable(spec: str, source: Path) -> None:
+    """ModelSpecError, before anything is read, for a source that is not a
+    regular file (a FIFO would never end) or larger than ``MAX_SOURCE`` (a
+    sparse file of gigabytes would be read into memory whole)."""
+    try:
+        st = source.stat()
+    except OSError:
+        return  # the import will say what is wrong with it
+    if not stat.S_ISREG(st.st_mode):
+        raise ModelSpecError(
+            f"--model {spec}: {source} is not a regular file; give the path of "
+            "a Python file"
+        )
+    if st.st_size > MAX_SOURCE:
+        raise ModelSpecError(
+            f"--model {spec}: {source} is {st.st_size} bytes, more than a "
+            f"model's source file can be ({MAX_SOURCE >> 20} MiB): give the "
+            "file that defines the model"
         )
 
 

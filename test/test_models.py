@@ -557,3 +557,48 @@ def test_a_model_in_a_folder_whose_name_has_a_colon(tmp_path: Path) -> None:
     assert isinstance(
         models.load_model(str(folder / "model.py")).module, torch.nn.Linear
     )
+
+
+# check_file under a 2 GiB address space, as `ulimit -v` gives.
+_LIMITED_CHECK = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+from executorch_device_guard import models
+try:
+    models.check_file(sys.argv[1])
+except models.ModelSpecError as e:
+    print(e)
+"""
+
+
+@pytest.mark.parametrize("kind", ["huge", "fifo"])
+def test_a_model_file_too_large_or_not_a_file_is_refused_unread(
+    tmp_path: Path, kind: str
+) -> None:
+    """D10: check --model read the whole file before any refusal (a 20 GB
+    sparse x.py: 18.6 GB of memory). A file larger than any model's source
+    (64 MiB), or one that is not a regular file, is refused before it is
+    read, in one line."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    path = tmp_path / "x.py"
+    if kind == "huge":
+        with open(path, "wb") as f:
+            f.truncate(3 << 30)
+        needle = f"{path} is {3 << 30} bytes, more than a model's source file can be"
+    else:
+        os.mkfifo(path)
+        needle = f"{path} is not a regular file"
+    result = subprocess.run(
+        [sys.executable, "-c", _LIMITED_CHECK, f"{path}:model"],
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith(f"--model {path}:model: {needle}"), result.stdout
