@@ -321,14 +321,25 @@ def _import(spec: str, kind: str, target: str) -> Any:
     if kind == "file":
         check_file(spec)
         path = Path(target).resolve()
-        module_spec = importlib.util.spec_from_file_location(path.stem, path)
+        # Its own name, unless a module of that name is imported already
+        # (a file named json.py must not replace the json module).
+        name = path.stem if path.stem not in sys.modules else f"__model_{path.stem}"
+        module_spec = importlib.util.spec_from_file_location(name, path)
         if module_spec is None or module_spec.loader is None:
             raise ModelSpecError(f"--model {spec}: {path} cannot be loaded as Python")
         module = importlib.util.module_from_spec(module_spec)
         loader = module_spec.loader
     try:
         if kind == "file":
-            loader.exec_module(module)
+            # As import does: a module that looks itself up while it runs
+            # (dataclasses does, through its classes' __module__) finds itself.
+            name = module.__name__
+            sys.modules[name] = module
+            try:
+                loader.exec_module(module)
+            except BaseException:
+                sys.modules.pop(name, None)
+                raise
             return module
         return importlib.import_module(target)
     except ModuleNotFoundError as e:

@@ -535,6 +535,50 @@ def test_nested_inputs_and_outputs_are_bundled_flat(tmp_path: Path) -> None:
 # The fifth attack (docs/hostile.md, "The fifth attack").
 
 
+DATACLASS_MODEL = """
+from __future__ import annotations
+import dataclasses, sys, typing
+import torch
+
+THIS = sys.modules[__name__]
+
+
+@dataclasses.dataclass
+class Config:
+    width: int = 4
+    kind: typing.ClassVar[str] = "linear"
+
+
+def make():
+    return torch.nn.Linear(Config().width, 3), (torch.ones(2, 4),)
+"""
+
+
+def test_a_model_file_is_in_sys_modules_while_it_runs(tmp_path: Path) -> None:
+    """D6: the file's module was not put in sys.modules before it ran, so a
+    dataclass with a ClassVar under `from __future__ import annotations`
+    (dataclasses looks the module up there), or any sys.modules[__name__],
+    was refused as "importing ... failed". Python itself imports it fine."""
+    path = tmp_path / "dc_model.py"
+    path.write_text(DATACLASS_MODEL)
+    model = models.load_model(f"{path}:make")
+    assert isinstance(model.module, torch.nn.Linear)
+
+
+def test_a_model_file_named_like_an_imported_module_replaces_nothing(
+    tmp_path: Path,
+) -> None:
+    """D6: registering the file must not replace a module of its name that
+    is imported already (a model file named json.py)."""
+    import json
+    import sys
+
+    path = tmp_path / "json.py"
+    path.write_text(DATACLASS_MODEL)
+    assert isinstance(models.load_model(f"{path}:make").module, torch.nn.Linear)
+    assert sys.modules["json"] is json
+
+
 def test_a_model_in_a_folder_whose_name_has_a_colon(tmp_path: Path) -> None:
     """D9: --model split at the first ':', so a file in a folder named
     'a:b' could not be named at all. A ':' is taken for the separator only
