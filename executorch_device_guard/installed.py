@@ -505,13 +505,15 @@ def shadowed(root: Path, instead: Instead) -> GuardError:
     )
 
 
-def _classify_one(text: str, patches: List[FilePatch]) -> Tuple[FileState, str, bool]:
+def _classify_one(
+    text: str, patches: List[FilePatch], at_line: bool = False
+) -> Tuple[FileState, str, bool]:
     """The state of a file's text under one form, the text of the other state,
     and whether the text holds both the stock and the patched code."""
 
     def attempt(source: str, reverse: bool) -> Optional[str]:
         try:
-            return apply_all(patches, source, reverse=reverse)
+            return apply_all(patches, source, reverse=reverse, at_line=at_line)
         except PatchError:
             return None
 
@@ -525,13 +527,16 @@ def _classify_one(text: str, patches: List[FilePatch]) -> Tuple[FileState, str, 
     return FileState.UNKNOWN, "", False
 
 
-def _classify(text: str, forms: Tuple[Form, ...]) -> Tuple[FileState, str, str, str]:
+def _classify(
+    text: str, forms: Tuple[Form, ...], at_line: bool = False
+) -> Tuple[FileState, str, str, str]:
     """The state of a file's text, the text of the other state, a reason (when
-    unknown) and the name of the form that fits."""
+    unknown) and the name of the form that fits (``at_line``: see
+    ``FilePatch.apply``)."""
     fits: List[Tuple[FileState, str, str]] = []
     both = False
     for form in forms:
-        state, other, mixed = _classify_one(text, list(form.patches))
+        state, other, mixed = _classify_one(text, list(form.patches), at_line)
         both |= mixed
         if state is not FileState.UNKNOWN:
             fits.append((state, other, form.name))
@@ -595,12 +600,13 @@ def _why_unknown(text: str, forms: Tuple[Form, ...]) -> str:
 
 
 def classify(
-    text: Optional[str], patches: List[FilePatch]
+    text: Optional[str], patches: List[FilePatch], at_line: bool = False
 ) -> Tuple[FileState, Optional[str]]:
-    """The state of one file, and its patched text when it is stock."""
+    """The state of one file, and its patched text when it is stock
+    (``at_line``, for the series' own test files: see ``FilePatch.apply``)."""
     if text is None:
         return FileState.MISSING, None
-    state, other, _, _ = _classify(text, forms_of(patches))
+    state, other, _, _ = _classify(text, forms_of(patches), at_line)
     return state, other if state is FileState.STOCK else None
 
 

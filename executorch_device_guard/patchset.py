@@ -74,8 +74,14 @@ class FilePatch:
         last = _release_key(self.releases[1])
         return last is not None and key[:2] == last[:2] and key > last
 
-    def apply(self, text: str, reverse: bool = False) -> str:
-        """Returns ``text`` with every hunk applied, or raises PatchError."""
+    def apply(self, text: str, reverse: bool = False, at_line: bool = False) -> str:
+        """Returns ``text`` with every hunk applied, or raises PatchError.
+
+        A hunk whose lines occur more than once places nothing, unless
+        ``at_line`` and they occur where its line number says, which is
+        where ``git apply`` puts it: for the series' own test files, which
+        ``git am`` applies upstream and ``apply`` never installs (a test
+        repeats its code more than a module does)."""
         lines = text.splitlines(keepends=True)
         offset = 0
         for number, hunk in enumerate(self.hunks, 1):
@@ -90,6 +96,8 @@ class FilePatch:
                     f"{self.path}: {direction}hunk {number} does not match "
                     f"(expected near line {expected + 1})"
                 )
+            if len(places) > 1 and at_line and expected in places:
+                places = [expected]
             if len(places) > 1:
                 raise PatchError(
                     f"{self.path}: {direction}hunk {number} matches "
@@ -308,9 +316,11 @@ def _hunk_places(
     ]
 
 
-def apply_all(patches: List[FilePatch], text: str, reverse: bool = False) -> str:
+def apply_all(
+    patches: List[FilePatch], text: str, reverse: bool = False, at_line: bool = False
+) -> str:
     for file_patch in reversed(patches) if reverse else patches:
-        text = file_patch.apply(text, reverse=reverse)
+        text = file_patch.apply(text, reverse=reverse, at_line=at_line)
     return text
 
 

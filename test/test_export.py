@@ -20,7 +20,12 @@ import pytest
 from conftest import REPO
 from executorch_device_guard import installed
 from executorch_device_guard.installed import executorch_root, FileState
-from executorch_device_guard.patchset import apply_all, patched_files, read_series
+from executorch_device_guard.patchset import (
+    apply_all,
+    is_test,
+    patched_files,
+    read_series,
+)
 from sites import snapshot
 
 SERIES = read_series(REPO)
@@ -42,9 +47,11 @@ def stock_files() -> Dict[str, str]:
         if rel.endswith(".py"):
             text = installed.read_text(executorch_root() / rel)
         if text is not None:
-            state, _ = installed.classify(text, patches)
+            # A test file goes where git am puts it (its code repeats).
+            at_line = is_test(rel)
+            state, _ = installed.classify(text, patches, at_line=at_line)
             if state is not FileState.STOCK:
-                text = apply_all(patches, text, reverse=True)
+                text = apply_all(patches, text, reverse=True, at_line=at_line)
         else:
             text = "".join(
                 line for p in patches for hunk in p.hunks for line in hunk.old_lines
@@ -105,7 +112,8 @@ def test_series_applies_with_git_am(tmp_path: Path) -> None:
         assert ("Related to #21545" in commit) == (i > 0)
         assert "This PR was authored with Claude." in commit
     for rel, patches in patched_files(REPO, build_files=True).items():
-        assert (repo / rel).read_text() == apply_all(patches, stock_files()[rel])
+        patched = apply_all(patches, stock_files()[rel], at_line=is_test(rel))
+        assert (repo / rel).read_text() == patched
     for entry in SERIES:
         for new_file in entry.new_files:
             assert (repo / new_file).read_bytes() == (REPO / new_file).read_bytes()
