@@ -425,15 +425,15 @@ def _source_of(root: Path) -> str:
 
 
 def targets_in(root: Path) -> List[str]:
-    """The install series' target files that ``root`` holds (whatever their
-    state): the modules whose origin decides whether the fix is used."""
+    """The install series' target files that ``root`` holds as files
+    (whatever their state): the modules whose origin decides whether the fix
+    is used. One that is missing, a folder or a FIFO is left to ``inspect``,
+    which names it."""
     from executorch_device_guard import data_root
     from executorch_device_guard.patchset import patched_files
 
     return [
-        rel
-        for rel in patched_files(data_root(), install=True)
-        if os.path.lexists(root / rel)
+        rel for rel in patched_files(data_root(), install=True) if (root / rel).is_file()
     ]
 
 

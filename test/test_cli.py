@@ -254,19 +254,24 @@ def test_refuses_an_executorch_folder_that_shadows_the_installed_one(
     """`python -m` puts the current directory first on sys.path, where
     importlib.metadata finds a dist-info too (as `pip install --target .`
     leaves, or standing in another environment's site-packages)."""
+    from sites import INITS
+
     work = tmp_path / "work"
     if shadow == "with-dist-info":
         make_site(work)
-    for rel, data in STOCK.items():
+    # A copy of the package: its regular packages' __init__.py files too.
+    for rel, data in {**STOCK, **{rel: b"" for rel in INITS}}.items():
         (work / "executorch" / rel).parent.mkdir(parents=True, exist_ok=True)
         (work / "executorch" / rel).write_bytes(data)
+    loaded = work / "executorch" / "exir"
     if shadow == "regular":
         (work / "executorch" / "__init__.py").write_text("")
+        loaded = work / "executorch"
     before = hashes(tmp_path)
     for command in ("apply", "revert", "status"):
         one_line_error(
             cli(site, command, cwd=work),
-            f"loads {work / 'executorch' / 'exir'}",
+            f"loads {loaded},",
             f"not the installed ExecuTorch at {site / 'executorch'}",
             "Run the command from another directory",
         )
