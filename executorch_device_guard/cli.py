@@ -174,7 +174,7 @@ def _check_rows(args: argparse.Namespace) -> "Union[int, Tuple[List, List]]":
 
 
 def _usage_error(message: str) -> int:
-    print(f"executorch-device-guard: error: {message}", file=sys.stderr)
+    _error(message)
     return 2
 
 
@@ -340,9 +340,11 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> "NoReturn":
         command = self.prog.split(" ", 1)[1] if " " in self.prog else ""
         where = f"{command}: " if command else ""
+        from executorch_device_guard.output import one_line
+
         self.exit(
             2,
-            f"executorch-device-guard: error: {where}{message} (see "
+            f"executorch-device-guard: error: {one_line(where + message)} (see "
             f"{self.prog} --help)\n",
         )
 
@@ -568,8 +570,9 @@ def _whole(args: argparse.Namespace) -> str:
 
 def _error(message: str) -> None:
     # One line, whatever the names in it hold (a newline in a folder's name).
-    message = message.replace("\n", "\\n")
-    print(f"executorch-device-guard: error: {message}", file=sys.stderr)
+    from executorch_device_guard.output import one_line
+
+    print(f"executorch-device-guard: error: {one_line(message)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

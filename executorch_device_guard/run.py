@@ -80,6 +80,7 @@ from executorch_device_guard.overlay import (
     is_patched_overlay,
     NO_BYTECODE,
 )
+from executorch_device_guard.output import one_line
 from executorch_device_guard.patchset import patched_files
 
 PREFIX = tempdirs.RUN
@@ -181,10 +182,11 @@ def run_command(
             # (whether they do is not known yet: no note on the markers).
             kept = True
             tempdirs.keep(folder)
-            print(_still_used(folder, left), file=sys.stderr, flush=True)
+            print(one_line(_still_used(folder, left)), file=sys.stderr, flush=True)
         elif watched and code not in (126, 127) and not marker.exists():
             failed = started.exists()
-            print(_failed() if failed else _not_imported(), file=sys.stderr, flush=True)
+            note = _failed() if failed else _not_imported()
+            print(one_line(note), file=sys.stderr, flush=True)
         return code
     finally:
         if not kept:
@@ -579,20 +581,33 @@ def _is_zip(path: str) -> bool:
 
 
 def _cannot_execute(command: str, error: OSError) -> int:
+    """One line for a command that could not be started: 127 if it is not
+    found, 126 if it cannot be executed (bash's codes and words, a file
+    whose ``#!`` interpreter is missing included)."""
+    code, said = 126, f"cannot execute {command}: {error.strerror or error}"
     if error.errno == errno.ENOENT:
-        print(
-            f"executorch-device-guard: error: command not found: {command}",
-            file=sys.stderr,
-        )
-        return 127
-    why = error.strerror or str(error)
-    if error.errno == errno.ENOEXEC:
-        why += " (a script needs a #! line)"
-    print(
-        f"executorch-device-guard: error: cannot execute {command}: {why}",
-        file=sys.stderr,
-    )
-    return 126
+        found = command if os.sep in command else shutil.which(command)
+        line = _first_line(found) if found else b""
+        if line.startswith(b"#!"):
+            interpreter = os.fsdecode(line[2:].strip(b" \t").split(b" ")[0])
+            crlf = (
+                " (its #! line ends in a carriage return: the script has "
+                "CRLF line endings)"
+                if interpreter.endswith("\r")
+                else ""
+            )
+            said = (
+                f"cannot execute {command}: {interpreter}: bad interpreter: No "
+                f"such file or directory{crlf}"
+            )
+        elif found and os.path.isfile(found):
+            said += " (it is there, so what runs it is missing: a binary's loader)"
+        else:
+            code, said = 127, f"command not found: {command}"
+    elif error.errno == errno.ENOEXEC:
+        said += " (a script needs a #! line)"
+    print(f"executorch-device-guard: error: {one_line(said)}", file=sys.stderr)
+    return code
 
 
 def _run(command: List[str], env: Dict[str, str], keep: Tuple[int, ...] = ()) -> int:

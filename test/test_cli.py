@@ -650,3 +650,31 @@ def test_output_that_cannot_be_encoded_at_all_is_exit_4() -> None:
         assert stream.finish("apply", 0) == output.OUTPUT_LOST
     assert err.getvalue().count("\n") == 1
     assert "apply finished, but its output could not be written" in err.getvalue()
+
+
+# The fifth attack (docs/hostile.md, "The fifth attack").
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["check", "--model", "{tmp}/no\nsuch.py:make"], ["no\nsuch-command"]],
+    ids=["check-model", "usage"],
+)
+def test_a_refusal_naming_what_was_given_stays_one_line(
+    tmp_path: Path, args: list
+) -> None:
+    """D8: `check --model $'/tmp/no\\nsuch.py:make'` was a three-line error
+    (check's refusals did not escape a newline, as the other errors do)."""
+    args = [a.format(tmp=tmp_path) for a in args]
+    env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(tmp_path))
+    result = subprocess.run(
+        [sys.executable, "-m", "executorch_device_guard", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert "no\\nsuch" in result.stderr

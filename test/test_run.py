@@ -1282,3 +1282,32 @@ def test_a_tmpdir_bind_mounted_from_the_package_is_refused(tmp_path: Path) -> No
         f"executorch-device-guard: error: --log-dir {logs} is inside {exir}"
     ), lines
     assert snapshot(tmp_path / "site") == before
+
+
+def test_an_error_naming_a_command_stays_one_line(tmp_env) -> None:
+    """D8: a command whose name holds a newline was "command not found: no"
+    and "such" on a second line. It is one line, the newline escaped."""
+    result = guard("run", "--", "no\nsuch", env=tmp_env)
+    one_line(result, 127, "command not found: no\\nsuch")
+    assert overlays_in(tmp_env) == []
+
+
+@pytest.mark.parametrize("first_line", ["#!/bin/sh\r", "#!/nonexistent/interp -x"])
+def test_a_script_whose_interpreter_is_missing_is_not_command_not_found(
+    tmp_path: Path, tmp_env, first_line: str
+) -> None:
+    """D8: a script with CRLF line endings (its interpreter "/bin/sh\\r"),
+    or a #! line naming a missing program, was "command not found: SCRIPT",
+    though the script is there. As bash says: bad interpreter, exit 126."""
+    script = tmp_path / "script.sh"
+    script.write_bytes(first_line.encode() + b"\necho hi\n")
+    script.chmod(0o755)
+    result = guard("run", "--", str(script), env=tmp_env)
+    interpreter = first_line[2:].split(" ")[0].replace("\r", "\\r")
+    one_line(
+        result, 126, f"cannot execute {script}: {interpreter}: bad interpreter"
+    )
+    if first_line.endswith("\r"):
+        assert "CRLF line endings" in result.stderr
+    assert "command not found" not in result.stderr
+    assert overlays_in(tmp_env) == []
