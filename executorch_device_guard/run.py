@@ -28,7 +28,9 @@ process is the terminal's foreground group.) A ``kill`` sent by another
 process to the whole group reaches the command twice.
 
 The exit code is the command's; 128+N if signal N ended it; 126 if it cannot
-be executed, 127 if it is not found.
+be executed, 127 if it is not found. Once the command has ended, a signal
+(a Ctrl-C just after it) only cuts the tool's note short: the exit code
+stays the command's, and the overlay is removed as ever.
 
 The temporary folder is never inside the installed package (a ``TMPDIR``
 there, or ``TMPDIR=.`` inside it, is refused before anything is written
@@ -158,7 +160,7 @@ def run_command(
         return _run(command, dict(os.environ))
     tempdirs.remove_abandoned(outside=executorch)
     folder = tempdirs.make(PREFIX, outside=executorch, locked=True)
-    kept = False
+    kept, code = False, None
     try:
         with tempdirs.writing(folder):
             overlay = build_overlay(
@@ -175,22 +177,36 @@ def run_command(
         if watched:
             env[IMPORTED_ENV] = str(marker)
             env[STARTED_ENV] = str(started)
+        left = None
         code = _run(command, env, keep=tempdirs.lock_of(folder))
-        left = users.of(folder)
-        if left:
-            # Processes of the command that still run may import from it
-            # (whether they do is not known yet: no note on the markers).
-            kept = True
-            tempdirs.keep(folder)
-            print(one_line(_still_used(folder, left)), file=sys.stderr, flush=True)
-        elif watched and code not in (126, 127) and not marker.exists():
-            failed = started.exists()
-            note = _failed() if failed else _not_imported()
-            print(one_line(note), file=sys.stderr, flush=True)
+        try:
+            left = users.of(folder)
+            if left:
+                # Processes of the command that still run may import from it
+                # (whether they do is not known yet: no note on the markers).
+                kept = True
+                tempdirs.keep(folder)
+                print(one_line(_still_used(folder, left)), file=sys.stderr, flush=True)
+            elif watched and code not in (126, 127) and not marker.exists():
+                failed = started.exists()
+                note = _failed() if failed else _not_imported()
+                print(one_line(note), file=sys.stderr, flush=True)
+        except (KeyboardInterrupt, signals.Interrupted):
+            # The command has ended: a signal now (a Ctrl-C just after it)
+            # cuts the note short, not the command's exit code. Where it
+            # came before the look for processes still using the folder,
+            # the folder stays, for the next run to remove once none does.
+            if left is None:
+                kept = True
+                tempdirs.keep(folder)
         return code
     finally:
         if not kept:
-            tempdirs.remove(folder)
+            try:
+                tempdirs.remove(folder)
+            except (KeyboardInterrupt, signals.Interrupted):
+                if code is None:
+                    raise  # before the command ended: it ends the tool
 
 
 def _marked(executorch: Path) -> Dict[str, bytes]:

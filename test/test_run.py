@@ -1311,3 +1311,39 @@ def test_a_script_whose_interpreter_is_missing_is_not_command_not_found(
         assert "CRLF line endings" in result.stderr
     assert "command not found" not in result.stderr
     assert overlays_in(tmp_env) == []
+
+
+def test_a_signal_after_the_command_ended_keeps_its_exit_code(
+    tmp_path: Path, tmp_env
+) -> None:
+    """D11: a Ctrl-C just after the command exited 0 ended run with
+    "interrupted (SIGINT)" and 130, though the command had finished. The
+    command's exit code stands; the signal only cuts run's note short, and
+    the overlay is removed. (The command fills run's stderr up to just under
+    a pipe's 64 KiB, so that run's note waits on it: the signal lands then.)"""
+    pidfile = tmp_path / "pid"
+    script = f"echo $$ > {pidfile}; head -c 65400 /dev/zero | tr '\\0' x >&2; exit 0"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "executorch_device_guard", "run", "--", "sh", "-c", script],
+        env=tmp_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not pidfile.exists() or not pidfile.read_text().strip():
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        pid = int(pidfile.read_text())
+        while Path(f"/proc/{pid}").exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(1.0)  # run is writing its note now, and waits on the pipe
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-500:]
+    assert b"interrupted" not in err, err[-500:]
+    assert overlays_in(tmp_env) == []
