@@ -685,10 +685,11 @@ def inspect(
     files = found.files if found is not None else None
     first, last = patches[0].releases or ("", "")
     if patches[0].undecided(version):
+        major, minor = (release_key(last) or (0, 0))[:2]
         why = (
             f"ExecuTorch {version} comes after {last}, the last release its "
             f"backport is for, on the same line: whether it has upstream's "
-            "fix cannot be told"
+            f"fix cannot be told; install {last}, or {major}.{minor + 1}.0 or later"
         )
         return Inspection(FileState.UNKNOWN, why)
     if not patches[0].for_release(version):
