@@ -657,14 +657,15 @@ def test_output_that_cannot_be_encoded_at_all_is_exit_4() -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [["check", "--model", "{tmp}/no\nsuch.py:make"], ["no\nsuch-command"]],
+    [["check", "--model", "{tmp}/no\nsuch.py:make"], ["status", "no\nsuch"]],
     ids=["check-model", "usage"],
 )
 def test_a_refusal_naming_what_was_given_stays_one_line(
     tmp_path: Path, args: list
 ) -> None:
-    """D8: `check --model $'/tmp/no\\nsuch.py:make'` was a three-line error
-    (check's refusals did not escape a newline, as the other errors do)."""
+    """D8: `check --model $'/tmp/no\\nsuch.py:make'` was a three-line error,
+    and a usage error (`status $'no\\nsuch'`) two lines: check's refusals and
+    argparse's did not escape a newline, as the other errors do."""
     args = [a.format(tmp=tmp_path) for a in args]
     env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(tmp_path))
     result = subprocess.run(
