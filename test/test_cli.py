@@ -583,7 +583,7 @@ def _edited(text: bytes) -> bytes:
         ),
         (
             lambda: _edited(PATCHED[EMITTER]),
-            "edited: differs from the patched text in lines 456-483 (hunk 2)",
+            "edited: differs from the patched text in lines 456-480 (hunk 2)",
         ),
     ],
     ids=["crlf-stock", "crlf-patched", "edited-stock", "edited-patched"],
