@@ -363,8 +363,9 @@ def executorch_root() -> Path:
 
     The distribution is looked up without the current folder that ``python
     -m`` puts first on ``sys.path`` (``_search_path``), and the command refuses
-    when ``import executorch`` would load another folder, e.g. an
-    ``executorch/`` there, with or without a dist-info beside it.
+    when ``import`` would take a target module, or a package on its way, from
+    anywhere else (``loaded_instead``): an ``executorch/`` there, with or
+    without a dist-info beside it, or an import hook.
     """
     root = installed_root()
     instead = loaded_instead(root)
@@ -477,16 +478,25 @@ def loaded_instead(root: Path, served: Optional[Path] = None) -> Optional[Instea
     return Instead.of(found)
 
 
+def served(instead: Instead) -> str:
+    """Who, other than the path, gave Python ``instead``, in words."""
+    if instead.finder == "sys.modules":
+        return "a .pth file or sitecustomize imported it when Python started"
+    return (
+        f"an import hook ({instead.finder}, put on sys.meta_path by a .pth "
+        "file or sitecustomize) serves it"
+    )
+
+
 def shadowed(root: Path, instead: Instead) -> GuardError:
     """The refusal for ``instead``, in one line, with its way out."""
     where = instead.where or "nothing"
     said = f"`import {instead.module}` here loads {where}"
     if instead.finder is not None:
         return GuardError(
-            f"{said}, not the installed ExecuTorch at {root}: an import hook "
-            f"({instead.finder}, put on sys.meta_path by a .pth file or "
-            "sitecustomize) serves it. Nothing was changed. Remove that hook "
-            "(or its .pth file), then run the command again."
+            f"{said}, not the installed ExecuTorch at {root}: {served(instead)}. "
+            "Nothing was changed. Remove that hook (or its .pth file), then "
+            "run the command again."
         )
     inside = instead.where is not None and os.path.commonpath(
         [os.path.realpath(instead.where), os.path.realpath(root)]

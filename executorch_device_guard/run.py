@@ -489,10 +489,7 @@ def _check_import(
         f"(`import {instead.module}`), not from the patched overlay"
     )
     if instead.finder is not None:
-        raise GuardError(
-            f"{said}: an import hook ({instead.finder}, put on sys.meta_path by a "
-            ".pth file or sitecustomize) serves it. Nothing was run."
-        )
+        raise GuardError(f"{said}: {installed.served(instead)}. Nothing was run.")
     holder = os.path.dirname(instead.portion) if instead.portion else None
     if found.get("first") is None and _same_folder(holder, os.getcwd()):
         raise GuardError(
