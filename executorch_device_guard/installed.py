@@ -96,6 +96,7 @@ __all__ = [
 # Written by earlier versions; never read now, only removed.
 LEGACY_STATE = ".device_guard.json"
 
+
 class FileState(enum.Enum):
     STOCK = "stock"
     PATCHED = "patched"

@@ -131,6 +131,7 @@ _FORWARDED = [getattr(signal, name) for name in _NAMES if hasattr(signal, name)]
 # Linux's si_code for a signal the kernel sent (a terminal's Ctrl-C, a hangup).
 _SI_KERNEL = 0x80
 
+
 def run_command(
     command: List[str], root: Path, wait: float = lock.DEFAULT_WAIT
 ) -> int:
