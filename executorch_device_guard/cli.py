@@ -50,6 +50,7 @@ def _check(args: argparse.Namespace) -> int:
         every = check.select(args.paths, args.devices, cuda=True)
         models.check_file(args.model)
         if args.log_dir:
+            _refuse_protected_log_dir(args.log_dir)
             check.prepare_log_dir(args.log_dir, every)
     except (check.SelectionError, models.ModelSpecError) as e:
         return _usage_error(str(e))
@@ -99,6 +100,24 @@ def _check(args: argparse.Namespace) -> int:
         # The verdict stands, but not all its output was written (as for exit 4).
         return verdict.exit_code or output.OUTPUT_LOST
     return verdict.exit_code
+
+
+def _refuse_protected_log_dir(folder: Path) -> None:
+    """GuardError when ``--log-dir`` lies in the installed ExecuTorch or the
+    site-packages folder that holds it (``protected``), before it is made."""
+    from executorch_device_guard import installed, protected
+    from executorch_device_guard.errors import GuardError
+
+    try:
+        package = installed.installed_root()
+    except GuardError:
+        return  # no ExecuTorch to protect: check says so itself
+    where = protected.inside(str(folder.absolute()), package)
+    if where is not None:
+        raise GuardError(
+            f"--log-dir {folder} is inside {where}, where nothing is written: "
+            "give a folder outside it. Nothing was run."
+        )
 
 
 def _check_rows(args: argparse.Namespace) -> "Union[int, Tuple[List, List]]":
@@ -184,7 +203,7 @@ def _say_model_cost(answer: dict, exports: int) -> None:
 
 
 def _usage_error(message: str) -> int:
-    print(f"executorch-device-guard: error: {message}", file=sys.stderr)
+    _error(message)
     return 2
 
 
@@ -350,9 +369,11 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> "NoReturn":
         command = self.prog.split(" ", 1)[1] if " " in self.prog else ""
         where = f"{command}: " if command else ""
+        from executorch_device_guard.output import one_line
+
         self.exit(
             2,
-            f"executorch-device-guard: error: {where}{message} (see "
+            f"executorch-device-guard: error: {one_line(where + message)} (see "
             f"{self.prog} --help)\n",
         )
 
@@ -578,8 +599,9 @@ def _whole(args: argparse.Namespace) -> str:
 
 def _error(message: str) -> None:
     # One line, whatever the names in it hold (a newline in a folder's name).
-    message = message.replace("\n", "\\n")
-    print(f"executorch-device-guard: error: {message}", file=sys.stderr)
+    from executorch_device_guard.output import one_line
+
+    print(f"executorch-device-guard: error: {one_line(message)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -13,13 +13,14 @@ repository at their ExecuTorch paths.
 
 from __future__ import annotations
 
+import email.header
 import email.utils
 import hashlib
 import os
 import re
 import subprocess
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from executorch_device_guard import userfiles
 from executorch_device_guard.errors import GuardError
@@ -43,7 +44,13 @@ def _new_file_diff(path: str, data: bytes) -> str:
     )
 
 
-AUTHOR = re.compile(r"^[^<>\n]+ <[^<>\s]+@[^<>\s]+>$")
+AUTHOR = re.compile(r"^([^<>\n]+) <([^<>\s]+@[^<>\s]+)>$")
+# A character that a name in a mail header cannot carry as it is.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+# The longest name that git mailinfo keeps (in bytes).
+_NAME_BYTES = 60
+# RFC 5322's specials: a name holding one is written as a quoted string.
+_SPECIALS = re.compile(r'[][\\()<>@,:;".]')
 
 
 def _shown(text: str) -> str:
@@ -78,8 +85,10 @@ def git_author() -> Optional[str]:
     return f"{values[0]} <{values[1]}>" if all(values) else None
 
 
-def check_author(author: str) -> None:
-    """Refuses an author that is not ``Name <email>`` in UTF-8 text."""
+def check_author(author: str) -> Tuple[str, str]:
+    """The name and the address of ``Name <email>`` in UTF-8 text, as a
+    patch's From: header can carry them (``sender``); GuardError, one line,
+    for anything else."""
     try:
         author.encode("utf-8")
     except UnicodeEncodeError:
@@ -87,14 +96,58 @@ def check_author(author: str) -> None:
             f"--author is not UTF-8 text ({_shown(author)}). Give the name and "
             "email in UTF-8: --author 'Name <email>'."
         ) from None
-    if not AUTHOR.match(author):
+    found = AUTHOR.match(author)
+    if not found or not found.group(1).strip():
         raise GuardError(f"--author must look like 'Name <email>', not {author!r}.")
+    name, address = found.group(1).strip(), found.group(2)
+    if _CONTROL.search(author):
+        raise GuardError(
+            f"--author {author!r} holds a control character, which a patch's "
+            "From: header cannot carry. Give the name and email as plain text."
+        )
+    if not address.isascii():
+        raise GuardError(
+            f"--author's address {address!r} is not ASCII, which a patch's "
+            "From: header cannot carry for git am. Give an ASCII address (a "
+            "domain in its xn-- form)."
+        )
+    # What git am (git mailinfo) reads back as it is, and nothing else: it
+    # takes the address for a name over 60 bytes or holding '@', drops the
+    # double quotes of an encoded one, and joins runs of spaces.
+    name = " ".join(name.split())
+    size = len(name.encode("utf-8"))
+    why = None
+    if size > _NAME_BYTES:
+        why = f"is {size} bytes in UTF-8, more than {_NAME_BYTES}: git am would "
+        why += "take the address for it"
+    elif "@" in name:
+        why = "holds '@': git am would take the address for it"
+    elif '"' in name and not name.isascii():
+        why = "holds '\"' and is not ASCII: git am would drop those quotes"
+    if why is not None:
+        raise GuardError(
+            f"--author's name {name!r} {why}. Give a name that git am reads "
+            "back as it is."
+        )
+    return name, address
 
 
-def _with_author(text: str, author: str, date: str) -> str:
+def sender(name: str, address: str) -> str:
+    """``Name <address>`` for a From: header, as git format-patch writes it:
+    a name with RFC 5322's specials (``Smith, John``) quoted, a name that
+    is not ASCII RFC 2047-encoded; ``git am`` reads back exactly ``name``
+    and ``address``."""
+    if not name.isascii():
+        shown = email.header.Header(name, "utf-8", header_name="From").encode()
+    elif _SPECIALS.search(name):
+        shown = '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    else:
+        shown = name
+    return f"{shown} <{address}>"
+
+
+def _with_author(text: str, sender: str, date: str) -> str:
     """The patch with a From: and a Date: header after its mbox line."""
-    # formataddr encodes a non-ASCII name as RFC 2047, as format-patch does.
-    sender = email.utils.formataddr(email.utils.parseaddr(author))
     first, rest = text.split("\n", 1)
     return f"{first}\nFrom: {sender}\nDate: {date}\n{rest}"
 
@@ -151,7 +204,7 @@ def _check_entry(out: Path) -> None:
 
 def export(root: Path, dest: Path, author: str, force: bool = False) -> List[Path]:
     """Writes one mbox per series entry into ``dest``, authored by ``author``."""
-    check_author(author)
+    author_line = sender(*check_author(author))
     series = read_series(root)
     if dest.is_dir():
         for entry in series:
@@ -160,7 +213,9 @@ def export(root: Path, dest: Path, author: str, force: bool = False) -> List[Pat
     date = email.utils.formatdate(localtime=True)
     written = []
     for entry in series:
-        text = _with_author(entry.patch_path.read_text(encoding="utf-8"), author, date)
+        text = _with_author(
+            entry.patch_path.read_text(encoding="utf-8"), author_line, date
+        )
         split = text.find("\ndiff --git ")
         header, diff = text[: split + 1], entry.diff
         if not header.rstrip("\n").endswith("\n---"):

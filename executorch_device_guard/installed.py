@@ -46,8 +46,8 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import os
-import pkgutil
 import posixpath
+import re
 import stat
 import sys
 from pathlib import Path
@@ -62,7 +62,7 @@ from typing import (
     Tuple,
 )
 
-from executorch_device_guard import bytecode, faults, lock, recovery
+from executorch_device_guard import bytecode, faults, lock, origins, recovery
 from executorch_device_guard.confined import Changed, Package, read_file, Unsafe
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.patchset import (
@@ -73,6 +73,8 @@ from executorch_device_guard.patchset import (
     forms as forms_of,
     missing_hunks,
     PatchError,
+    release_key,
+    repeated_hunks,
     UPSTREAM,
 )
 
@@ -93,9 +95,6 @@ __all__ = [
 
 # Written by earlier versions; never read now, only removed.
 LEGACY_STATE = ".device_guard.json"
-
-# The top-level folders of the targets: each must be imported from the root.
-_TOP_LEVEL = ("exir", "devtools", "backends", "extension", "runtime")
 
 
 class FileState(enum.Enum):
@@ -288,7 +287,41 @@ def _read_record(dist: importlib.metadata.Distribution) -> Record:
             "ExecuTorch is cannot be told. Nothing was changed. Reinstall it: "
             f"{recovery.command(folder, None)}"
         )
+    _same_as_version_py(dist, folder, meta_path, version)
     return Record(folder, version, _in_package(hashes))
+
+
+_VERSION_PY = re.compile(rb"""^__version__\s*=\s*["']([^"'\n]*)["']""", re.M)
+
+
+def _same_as_version_py(
+    dist: importlib.metadata.Distribution,
+    folder: Path,
+    meta_path: Path,
+    version: str,
+) -> None:
+    """GuardError when ``executorch/version.py``, which the build writes
+    from the same version, names another release than METADATA (1.4.1's
+    files under a dist-info relabelled 1.4.2 or 1.5.1): the release decides
+    which backports apply. Compared by (major, minor, patch), so that a
+    local label (``+cpu``) is no disagreement; nothing to compare where
+    the package has no version.py."""
+    path = Path(dist.locate_file("executorch")) / "version.py"
+    try:
+        text = read_file(path)
+    except Unsafe as e:
+        raise _unreadable(str(e), folder) from e
+    said = _VERSION_PY.search(text) if text is not None else None
+    if said is None:
+        return
+    there = said.group(1).decode("utf-8", "replace")
+    ours, theirs = release_key(version), release_key(there)
+    if ours is not None and theirs is not None and ours != theirs:
+        raise GuardError(
+            f"{path} says __version__ {there!r}, but {meta_path} says Version "
+            f"{version!r}, so which release this ExecuTorch is cannot be told. "
+            f"Nothing was changed. Reinstall it: {recovery.command(folder, None)}"
+        )
 
 
 def _in_package(paths: Iterable[str]) -> FrozenSet[str]:
@@ -331,8 +364,9 @@ def executorch_root() -> Path:
 
     The distribution is looked up without the current folder that ``python
     -m`` puts first on ``sys.path`` (``_search_path``), and the command refuses
-    when ``import executorch`` would load another folder, e.g. an
-    ``executorch/`` there, with or without a dist-info beside it.
+    when ``import`` would take a target module, or a package on its way, from
+    anywhere else (``loaded_instead``): an ``executorch/`` there, with or
+    without a dist-info beside it, or an import hook.
     """
     root = installed_root()
     instead = loaded_instead(root)
@@ -392,53 +426,105 @@ def _source_of(root: Path) -> str:
     return next((p for p in places if os.path.isdir(p)), str(root))
 
 
-def _holds(place: str, top: str) -> bool:
-    """Whether ``import executorch.TOP`` finds something at ``place``, one of
-    ``executorch``'s locations: a folder there, or what the importer of a
-    place that is no folder (a zip file's ``x.zip/executorch``) finds."""
-    if os.path.exists(os.path.join(place, top)):
-        return True
-    if os.path.isdir(place):
-        return False
+def targets_in(root: Path) -> List[str]:
+    """The install series' target files that ``root`` holds as files
+    (whatever their state): the modules whose origin decides whether the fix
+    is used. One that is missing, a folder or a FIFO is left to ``inspect``,
+    which names it."""
+    from executorch_device_guard import data_root
+    from executorch_device_guard.patchset import patched_files
+
+    return [
+        rel for rel in patched_files(data_root(), install=True) if (root / rel).is_file()
+    ]
+
+
+@dataclasses.dataclass(frozen=True)
+class Instead:
+    """A package or module that ``import`` here takes from elsewhere than the
+    expected ExecuTorch folder (``origins.instead``): its name, what is
+    loaded instead (None: nothing), as what (``module``, ``package``,
+    ``namespace``), the ``executorch`` folder holding it (found on the path),
+    and the import hook that served it (None: the path finder)."""
+
+    module: str
+    where: Optional[str]
+    kind: Optional[str] = None
+    portion: Optional[str] = None
+    finder: Optional[str] = None
+
+    @classmethod
+    def of(cls, found: Optional[dict]) -> "Optional[Instead]":
+        if found is None:
+            return None
+        names = ("module", "where", "kind", "portion", "finder")
+        return cls(**{name: found.get(name) for name in names})
+
+
+def loaded_instead(root: Path, served: Optional[Path] = None) -> Optional[Instead]:
+    """What ``import`` here (this interpreter's path and import hooks) takes
+    from elsewhere than ``served`` (default: ``root``, the installed package)
+    on the way to any target module that ``root`` holds; None when every
+    one, and each package on its way, comes from there. An empty
+    ``executorch/backends/`` folder ahead on the path is no shadow: a
+    regular package later on the path wins over it."""
     try:
-        finder = pkgutil.get_importer(place)
-        return finder is not None and finder.find_spec(f"executorch.{top}") is not None
-    except Exception:  # an importer that cannot answer finds nothing here
-        return False
+        found = origins.instead(str(served or root), targets_in(root))
+    except Exception as e:  # noqa: B902 - an import hook that cannot answer
+        raise GuardError(
+            f"where Python imports ExecuTorch from here cannot be told "
+            f"({type(e).__name__}: {e}), so whether the fix would be used "
+            "cannot be either. Nothing was changed."
+        ) from e
+    return Instead.of(found)
 
 
-def loaded_instead(root: Path) -> Optional[Tuple[str, str]]:
-    """``(top, folder)`` when ``import executorch.TOP`` here loads ``folder``
-    (None: nothing) instead of ``root``, the installed package; else None.
-    ``folder`` may be a place in a zip file."""
-    spec = importlib.util.find_spec("executorch")
-    locations = list((spec and spec.submodule_search_locations) or [])
-    for top in (t for t in _TOP_LEVEL if (root / t).exists()):
-        # A namespace portion earlier on sys.path wins, one subpackage at a time.
-        first = next((p for p in locations if _holds(p, top)), None)
-        if first is None or os.path.realpath(first) != os.path.realpath(root):
-            return top, first
-    return None
-
-
-def shadowed(root: Path, instead: Tuple[str, Optional[str]]) -> GuardError:
-    top, first = instead
-    where = f"{first}/{top}" if first else "nothing"
-    return GuardError(
-        f"`import executorch.{top}` here loads {where}, not the "
-        f"installed ExecuTorch at {root}: an executorch folder in the "
-        "current directory or on PYTHONPATH shadows it. Run the command "
-        "from another directory."
+def served(instead: Instead) -> str:
+    """Who, other than the path, gave Python ``instead``, in words."""
+    if instead.finder == "sys.modules":
+        return "a .pth file or sitecustomize imported it when Python started"
+    return (
+        f"an import hook ({instead.finder}, put on sys.meta_path by a .pth "
+        "file or sitecustomize) serves it"
     )
 
 
-def _classify_one(text: str, patches: List[FilePatch]) -> Tuple[FileState, str, bool]:
+def shadowed(root: Path, instead: Instead) -> GuardError:
+    """The refusal for ``instead``, in one line, with its way out."""
+    where = instead.where or "nothing"
+    said = f"`import {instead.module}` here loads {where}"
+    if instead.finder is not None:
+        return GuardError(
+            f"{said}, not the installed ExecuTorch at {root}: {served(instead)}. "
+            "Nothing was changed. Remove that hook (or its .pth file), then "
+            "run the command again."
+        )
+    inside = instead.where is not None and os.path.commonpath(
+        [os.path.realpath(instead.where), os.path.realpath(root)]
+    ) == os.path.realpath(root)
+    if instead.kind == "namespace" and inside:
+        return GuardError(
+            f"{said} as a namespace package: its __init__.py is not a file "
+            "that Python imports (a FIFO, a folder, a broken link), so "
+            "ExecuTorch cannot be imported as installed. Nothing was changed. "
+            f"Reinstall it: {reinstall_command()}"
+        )
+    return GuardError(
+        f"{said}, not the installed ExecuTorch at {root}: an executorch "
+        "folder in the current directory or on PYTHONPATH shadows it. Run the "
+        "command from another directory."
+    )
+
+
+def _classify_one(
+    text: str, patches: List[FilePatch], at_line: bool = False
+) -> Tuple[FileState, str, bool]:
     """The state of a file's text under one form, the text of the other state,
     and whether the text holds both the stock and the patched code."""
 
     def attempt(source: str, reverse: bool) -> Optional[str]:
         try:
-            return apply_all(patches, source, reverse=reverse)
+            return apply_all(patches, source, reverse=reverse, at_line=at_line)
         except PatchError:
             return None
 
@@ -452,13 +538,16 @@ def _classify_one(text: str, patches: List[FilePatch]) -> Tuple[FileState, str, 
     return FileState.UNKNOWN, "", False
 
 
-def _classify(text: str, forms: Tuple[Form, ...]) -> Tuple[FileState, str, str, str]:
+def _classify(
+    text: str, forms: Tuple[Form, ...], at_line: bool = False
+) -> Tuple[FileState, str, str, str]:
     """The state of a file's text, the text of the other state, a reason (when
-    unknown) and the name of the form that fits."""
+    unknown) and the name of the form that fits (``at_line``: see
+    ``FilePatch.apply``)."""
     fits: List[Tuple[FileState, str, str]] = []
     both = False
     for form in forms:
-        state, other, mixed = _classify_one(text, list(form.patches))
+        state, other, mixed = _classify_one(text, list(form.patches), at_line)
         both |= mixed
         if state is not FileState.UNKNOWN:
             fits.append((state, other, form.name))
@@ -487,6 +576,19 @@ def _why_unknown(text: str, forms: Tuple[Form, ...]) -> str:
         state, _, _, _ = _classify(text.replace("\r\n", "\n"), forms)
         if state in (FileState.STOCK, FileState.PATCHED):
             return f"its line endings are CRLF; with LF it is the {state.value} text"
+    for form in forms:
+        for reverse in (False, True):
+            patches = list(form.patches)
+            repeated = repeated_hunks(patches, text, reverse)
+            if repeated and not missing_hunks(patches, text, reverse):
+                number, _, places = repeated[0]
+                shown = ", ".join(str(at + 1) for at in places[:3])
+                of = f" of the {form.name} form" if form.name not in (UPSTREAM, BACKPORT) else ""
+                return (
+                    f"the {'patched' if reverse else 'stock'} lines of hunk "
+                    f"{number}{of} occur {len(places)} times (from lines "
+                    f"{shown}), so where the change goes cannot be told"
+                )
     candidates = []
     for form in forms:
         patches = list(form.patches)
@@ -509,12 +611,13 @@ def _why_unknown(text: str, forms: Tuple[Form, ...]) -> str:
 
 
 def classify(
-    text: Optional[str], patches: List[FilePatch]
+    text: Optional[str], patches: List[FilePatch], at_line: bool = False
 ) -> Tuple[FileState, Optional[str]]:
-    """The state of one file, and its patched text when it is stock."""
+    """The state of one file, and its patched text when it is stock
+    (``at_line``, for the series' own test files: see ``FilePatch.apply``)."""
     if text is None:
         return FileState.MISSING, None
-    state, other, _, _ = _classify(text, forms_of(patches))
+    state, other, _, _ = _classify(text, forms_of(patches), at_line)
     return state, other if state is FileState.STOCK else None
 
 
@@ -591,8 +694,26 @@ def inspect(
     patched lines is still stock or patched, and keeps the edit."""
     version = found.version if found is not None else None
     files = found.files if found is not None else None
+    first, last = patches[0].releases or ("", "")
+    if patches[0].undecided(version):
+        major, minor = (release_key(last) or (0, 0))[:2]
+        why = (
+            f"ExecuTorch {version} comes after {last}, the last release its "
+            f"backport is for, on the same line: whether it has upstream's "
+            f"fix cannot be told; install {last}, or {major}.{minor + 1}.0 or later"
+        )
+        return Inspection(FileState.UNKNOWN, why)
     if not patches[0].for_release(version):
-        first, last = patches[0].releases or ("", "")
+        fits = _text_fits(package, rel, patches)
+        if fits is not None:
+            # The bytes are of a release the backport is for: the version
+            # label and the files disagree (never leave the fix out).
+            why = (
+                f"its text is the {fits.value} text of ExecuTorch {first} to "
+                f"{last}, which its backport is for, but this release says "
+                f"{version}: which release it is cannot be told"
+            )
+            return Inspection(FileState.UNKNOWN, why)
         why = f"its backport is for ExecuTorch {first} to {last}: left alone"
         return Inspection(FileState.NOT_FOR_RELEASE, why)
     if files is not None and rel not in files:
@@ -621,6 +742,23 @@ def inspect(
         return Inspection(FileState.UNKNOWN, "not UTF-8 text", data)
     state, other, reason, form = _classify(text, forms_of(patches))
     return Inspection(state, reason, data, other.encode("utf-8"), form, st.st_mtime_ns)
+
+
+def _text_fits(
+    package: Package, rel: str, patches: List[FilePatch]
+) -> Optional[FileState]:
+    """STOCK or PATCHED when the file ``rel`` is that text of its change
+    (read as ``inspect`` reads a target); None for anything else, or a file
+    that is not there or cannot be read."""
+    try:
+        data = package.read(rel)
+        text = data.decode("utf-8") if data is not None else None
+    except (Unsafe, UnicodeDecodeError):
+        return None
+    if text is None:
+        return None
+    state = _classify(text, forms_of(patches))[0]
+    return state if state in (FileState.STOCK, FileState.PATCHED) else None
 
 
 def shadows(package: Package, rel: str) -> List[str]:

@@ -29,6 +29,7 @@ import importlib.machinery
 import importlib.util
 import inspect
 import os
+import stat
 import sys
 import types
 from pathlib import Path
@@ -134,11 +135,32 @@ BUILTIN: Dict[str, Callable[[], Any]] = {
 }
 
 
+def _split(spec: str) -> Tuple[str, str]:
+    """``(target, attr as given)``: split at the first ':' after which the
+    part before is a ``.py`` file's path or an existing file (a folder's
+    name may hold ':'); else the whole spec, if it is one; else at the
+    first ':'."""
+    for at in (i for i, c in enumerate(spec) if c == ":"):
+        if _is_file_name(spec[:at]):
+            return spec[:at], spec[at + 1 :]
+    if _is_file_name(spec):
+        return spec, ""
+    target, _, attr = spec.partition(":")
+    return target, attr
+
+
+def _is_file_name(text: str) -> bool:
+    try:
+        return text.endswith(".py") or Path(text).is_file()
+    except (OSError, ValueError):  # a name too long, a null byte
+        return False
+
+
 def parse(spec: str) -> Tuple[str, str, str]:
     """``(kind, target, attr)``: kind is 'builtin', 'file' or 'module'."""
     if spec in BUILTIN:
         return "builtin", spec, ""
-    target, _, attr = spec.partition(":")
+    target, attr = _split(spec)
     if not target:
         raise ModelSpecError(
             f"--model {spec!r}: give 'package.module:attr' or 'path/file.py:attr'"
@@ -149,7 +171,7 @@ def parse(spec: str) -> Tuple[str, str, str]:
             "'package.module:attr' or 'path/file.py:attr', one ':' then the "
             "name of the model"
         )
-    kind = "file" if target.endswith(".py") or Path(target).is_file() else "module"
+    kind = "file" if _is_file_name(target) else "module"
     return kind, target, attr or "model"
 
 
@@ -164,6 +186,7 @@ def check_file(spec: str) -> None:
     if kind == "builtin":
         return
     if kind == "file":
+        _refuse_unreadable(spec, Path(target))
         if not Path(target).is_file():
             raise ModelSpecError(
                 f"--model {spec}: no such file {Path(target).resolve()}; give the "
@@ -181,6 +204,7 @@ def check_file(spec: str) -> None:
     else:
         sources, own = _module_sources(spec, target)
     for source in sources:
+        _refuse_unreadable(spec, source)
         try:
             compile(source.read_bytes(), str(source), "exec", dont_inherit=True)
         except (SyntaxError, ValueError) as e:  # ValueError: a null byte
@@ -199,6 +223,32 @@ def check_file(spec: str) -> None:
             defined.names,
             defined.model_classes,
             defined.others,
+        )
+
+
+# No model's source file is this large (apply reads its targets up to the
+# same size): a larger one is refused before it is read.
+MAX_SOURCE = 64 << 20
+
+
+def _refuse_unreadable(spec: str, source: Path) -> None:
+    """ModelSpecError, before anything is read, for a source that is not a
+    regular file (a FIFO would never end) or larger than ``MAX_SOURCE`` (a
+    sparse file of gigabytes would be read into memory whole)."""
+    try:
+        st = source.stat()
+    except OSError:
+        return  # the import will say what is wrong with it
+    if not stat.S_ISREG(st.st_mode):
+        raise ModelSpecError(
+            f"--model {spec}: {source} is not a regular file; give the path of "
+            "a Python file"
+        )
+    if st.st_size > MAX_SOURCE:
+        raise ModelSpecError(
+            f"--model {spec}: {source} is {st.st_size} bytes, more than a "
+            f"model's source file can be ({MAX_SOURCE >> 20} MiB): give the "
+            "file that defines the model"
         )
 
 
@@ -271,14 +321,25 @@ def _import(spec: str, kind: str, target: str) -> Any:
     if kind == "file":
         check_file(spec)
         path = Path(target).resolve()
-        module_spec = importlib.util.spec_from_file_location(path.stem, path)
+        # Its own name, unless a module of that name is imported already
+        # (a file named json.py must not replace the json module).
+        name = path.stem if path.stem not in sys.modules else f"__model_{path.stem}"
+        module_spec = importlib.util.spec_from_file_location(name, path)
         if module_spec is None or module_spec.loader is None:
             raise ModelSpecError(f"--model {spec}: {path} cannot be loaded as Python")
         module = importlib.util.module_from_spec(module_spec)
         loader = module_spec.loader
     try:
         if kind == "file":
-            loader.exec_module(module)
+            # As import does: a module that looks itself up while it runs
+            # (dataclasses does, through its classes' __module__) finds itself.
+            name = module.__name__
+            sys.modules[name] = module
+            try:
+                loader.exec_module(module)
+            except BaseException:
+                sys.modules.pop(name, None)
+                raise
             return module
         return importlib.import_module(target)
     except ModuleNotFoundError as e:
@@ -492,7 +553,7 @@ def _listed(names: List[str]) -> str:
 
 
 def _default_note(spec: str) -> str:
-    return "" if spec.partition(":")[2] else " (the default when no ':attr' is given)"
+    return "" if _split(spec)[1] else " (the default when no ':attr' is given)"
 
 
 def _no_attribute(

@@ -56,6 +56,12 @@ def controls_escaped(text: str) -> str:
     return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], text)
 
 
+def one_line(text: str) -> str:
+    """``text`` as one line: a newline in it (a name can hold one) as
+    ``\\n``; other control characters are escaped where it is written."""
+    return text.replace("\n", "\\n")
+
+
 def escaped(text: str, encoding: str) -> str:
     """``text`` as ``encoding`` can write it: a surrogate-escaped byte as
     ``\\xNN``, any other character it cannot encode as ``\\uNNNN``."""

@@ -9,7 +9,10 @@
 The series is the single source of the change: ``apply`` installs it,
 ``check`` and the tests build a patched emitter from it, and ``export`` turns
 it into mbox patches for ``git am``. Hunks must match exactly (no fuzz, no
-whitespace tolerance); a hunk may only move, as ``git apply`` allows.
+whitespace tolerance); a hunk may only move, as ``git apply`` allows, and
+only where its lines occur once: lines that occur twice (a copy of the code
+kept in a dead branch) leave where the hunk goes untold, and the text is
+refused (PatchError), never patched at the nearer copy.
 
 Where an older release's stock file differs from main's around a hunk,
 ``patches/backports`` holds a backport form of that file's change, derived
@@ -60,8 +63,25 @@ class FilePatch:
         first, last = (_release_key(v) for v in self.releases)
         return first <= key <= last
 
-    def apply(self, text: str, reverse: bool = False) -> str:
-        """Returns ``text`` with every hunk applied, or raises PatchError."""
+    def undecided(self, version: Optional[str]) -> bool:
+        """Whether ``version`` is a later release of the line of the last
+        release this change is for (1.4.2 after 1.4.1, for 1.0.0-1.4.1): the
+        range ends where upstream's fix came, and whether such a patch
+        release of an older line carries that fix cannot be told."""
+        key = _release_key(version) if version is not None else None
+        if self.releases is None or key is None:
+            return False
+        last = _release_key(self.releases[1])
+        return last is not None and key[:2] == last[:2] and key > last
+
+    def apply(self, text: str, reverse: bool = False, at_line: bool = False) -> str:
+        """Returns ``text`` with every hunk applied, or raises PatchError.
+
+        A hunk whose lines occur more than once places nothing, unless
+        ``at_line`` and they occur where its line number says, which is
+        where ``git apply`` puts it: for the series' own test files, which
+        ``git am`` applies upstream and ``apply`` never installs (a test
+        repeats its code more than a module does)."""
         lines = text.splitlines(keepends=True)
         offset = 0
         for number, hunk in enumerate(self.hunks, 1):
@@ -69,16 +89,31 @@ class FilePatch:
             if reverse:
                 old, new = new, old
             expected = max(hunk.old_start - 1 + offset, 0)
-            at = _find_block(lines, old, expected)
-            if at is None:
-                direction = "reversed " if reverse else ""
+            places = _places(lines, old)
+            direction = "reversed " if reverse else ""
+            if not places:
                 raise PatchError(
                     f"{self.path}: {direction}hunk {number} does not match "
                     f"(expected near line {expected + 1})"
                 )
+            if len(places) > 1 and at_line and expected in places:
+                places = [expected]
+            if len(places) > 1:
+                raise PatchError(
+                    f"{self.path}: {direction}hunk {number} matches "
+                    f"{len(places)} places (lines "
+                    f"{', '.join(str(at + 1) for at in places[:3])}), so where it "
+                    "goes cannot be told"
+                )
+            at = places[0]
             lines[at : at + len(old)] = new
             offset += len(new) - len(old) + (at - expected)
         return "".join(lines)
+
+
+def release_key(version: str) -> Optional[Tuple[int, ...]]:
+    """(major, minor, patch) of a version ("1.4.1+cpu": (1, 4, 1)), or None."""
+    return _release_key(version)
 
 
 def _release_key(version: str) -> Optional[Tuple[int, ...]]:
@@ -88,15 +123,17 @@ def _release_key(version: str) -> Optional[Tuple[int, ...]]:
     return tuple(int(part or 0) for part in match.groups()) if match else None
 
 
-def _find_block(lines: List[str], block: Tuple[str, ...], near: int) -> Optional[int]:
-    """The start of ``block`` in ``lines`` nearest to ``near``, or None."""
+def _places(lines: List[str], block: Tuple[str, ...]) -> List[int]:
+    """Every start of ``block`` in ``lines`` (overlapping ones too)."""
     size = len(block)
-    last = len(lines) - size
-    for distance in range(0, max(near, last - near) + 1):
-        for at in (near - distance, near + distance):
-            if 0 <= at <= last and tuple(lines[at : at + size]) == block:
-                return at
-    return None
+    if not size:
+        return list(range(len(lines) + 1))
+    first = block[0]
+    return [
+        at
+        for at in range(len(lines) - size + 1)
+        if lines[at] == first and tuple(lines[at : at + size]) == block
+    ]
 
 
 def parse_diff(diff: str) -> List[FilePatch]:
@@ -256,18 +293,34 @@ def missing_hunks(
 ) -> List[Tuple[int, Hunk]]:
     """The hunks whose stock (``reverse``: patched) lines are nowhere in
     ``text``, each with its number in its file patch."""
+    return [(n, h) for n, h, places in _hunk_places(patches, text, reverse) if not places]
+
+
+def repeated_hunks(
+    patches: List[FilePatch], text: str, reverse: bool = False
+) -> List[Tuple[int, Hunk, List[int]]]:
+    """The hunks whose stock (``reverse``: patched) lines occur more than
+    once in ``text``, each with its number and the lines where they start
+    (0-based)."""
+    return [(n, h, p) for n, h, p in _hunk_places(patches, text, reverse) if len(p) > 1]
+
+
+def _hunk_places(
+    patches: List[FilePatch], text: str, reverse: bool
+) -> List[Tuple[int, Hunk, List[int]]]:
     lines = text.splitlines(keepends=True)
     return [
-        (number, hunk)
+        (number, hunk, _places(lines, hunk.new_lines if reverse else hunk.old_lines))
         for file_patch in patches
         for number, hunk in enumerate(file_patch.hunks, 1)
-        if _find_block(lines, hunk.new_lines if reverse else hunk.old_lines, 0) is None
     ]
 
 
-def apply_all(patches: List[FilePatch], text: str, reverse: bool = False) -> str:
+def apply_all(
+    patches: List[FilePatch], text: str, reverse: bool = False, at_line: bool = False
+) -> str:
     for file_patch in reversed(patches) if reverse else patches:
-        text = file_patch.apply(text, reverse=reverse)
+        text = file_patch.apply(text, reverse=reverse, at_line=at_line)
     return text
 
 

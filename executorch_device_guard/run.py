@@ -28,7 +28,9 @@ process is the terminal's foreground group.) A ``kill`` sent by another
 process to the whole group reaches the command twice.
 
 The exit code is the command's; 128+N if signal N ended it; 126 if it cannot
-be executed, 127 if it is not found.
+be executed, 127 if it is not found. Once the command has ended, a signal
+(a Ctrl-C just after it) only cuts the tool's note short: the exit code
+stays the command's, and the overlay is removed as ever.
 
 The temporary folder is never inside the installed package (a ``TMPDIR``
 there, or ``TMPDIR=.`` inside it, is refused before anything is written
@@ -63,13 +65,15 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from executorch_device_guard import installed, lock, signals, tempdirs, users
+from executorch_device_guard import installed, lock, origins, signals, tempdirs, users
 from executorch_device_guard.confined import read_file, Unsafe
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.overlay import (
@@ -78,6 +82,7 @@ from executorch_device_guard.overlay import (
     is_patched_overlay,
     NO_BYTECODE,
 )
+from executorch_device_guard.output import one_line
 from executorch_device_guard.patchset import patched_files
 
 PREFIX = tempdirs.RUN
@@ -126,27 +131,6 @@ _FORWARDED = [getattr(signal, name) for name in _NAMES if hasattr(signal, name)]
 # Linux's si_code for a signal the kernel sent (a terminal's Ctrl-C, a hangup).
 _SI_KERNEL = 0x80
 
-# Where ``import executorch.exir`` would come from, without importing it: a
-# folder, or a place in a zip file (as its importer finds it).
-_WHERE = """
-import importlib.util, json, os, pkgutil, sys
-spec = importlib.util.find_spec("executorch")
-places = list((spec and spec.submodule_search_locations) or [])
-def holds(place):
-    if os.path.isdir(os.path.join(place, "exir")):
-        return True
-    if os.path.isdir(place):
-        return False
-    try:
-        finder = pkgutil.get_importer(place)
-        return finder is not None and finder.find_spec("executorch.exir") is not None
-    except Exception:
-        return False
-first = next((p for p in places if holds(p)), None)
-with open(sys.argv[1], "w") as f:
-    json.dump(first, f)
-"""
-
 
 def run_command(
     command: List[str], root: Path, wait: float = lock.DEFAULT_WAIT
@@ -164,17 +148,20 @@ def run_command(
     found = inspect_targets(executorch, targets, wait=wait)
     instead = installed.loaded_instead(executorch)
     if instead is not None:
-        # Only an outer run's overlay, first on PYTHONPATH, may come first.
-        outer = Path(instead[1]).parent if instead[1] else None
+        # Only an outer run's overlay, first on PYTHONPATH, may come first,
+        # and then every target must come from it.
+        outer = Path(instead.portion).parent if instead.portion else None
         variants = _marked(executorch)
-        if outer is None or not is_patched_overlay(
-            outer, executorch, found, variants
+        if (
+            outer is None
+            or not is_patched_overlay(outer, executorch, found, variants)
+            or installed.loaded_instead(executorch, outer / "executorch")
         ):
             raise installed.shadowed(executorch, instead)
         return _run(command, dict(os.environ))
     tempdirs.remove_abandoned(outside=executorch)
     folder = tempdirs.make(PREFIX, outside=executorch, locked=True)
-    kept = False
+    kept, code = False, None
     try:
         with tempdirs.writing(folder):
             overlay = build_overlay(
@@ -185,27 +172,42 @@ def run_command(
                 [str(overlay)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
             )
             env.update(NO_BYTECODE)
-            _check_import(env, overlay, folder)
+            _check_import(env, overlay, folder, executorch, command)
             marker, started = folder / "imported", folder / "started"
             watched = _add_import_marker(overlay)
         if watched:
             env[IMPORTED_ENV] = str(marker)
             env[STARTED_ENV] = str(started)
+        left = None
         code = _run(command, env, keep=tempdirs.lock_of(folder))
-        left = users.of(folder)
-        if left:
-            # Processes of the command that still run may import from it
-            # (whether they do is not known yet: no note on the markers).
-            kept = True
-            tempdirs.keep(folder)
-            print(_still_used(folder, left), file=sys.stderr, flush=True)
-        elif watched and code not in (126, 127) and not marker.exists():
-            failed = started.exists()
-            print(_failed() if failed else _not_imported(), file=sys.stderr, flush=True)
+        try:
+            left = users.of(folder)
+            if left:
+                # Processes of the command that still run may import from it
+                # (whether they do is not known yet: no note on the markers).
+                kept = True
+                tempdirs.keep(folder)
+                print(one_line(_still_used(folder, left)), file=sys.stderr, flush=True)
+            elif watched and code not in (126, 127) and not marker.exists():
+                failed = started.exists()
+                note = _failed() if failed else _not_imported()
+                print(one_line(note), file=sys.stderr, flush=True)
+        except (KeyboardInterrupt, signals.Interrupted):
+            # The command has ended: a signal now (a Ctrl-C just after it)
+            # cuts the note short, not the command's exit code. Where it
+            # came before the look for processes still using the folder,
+            # the folder stays, for the next run to remove once none does.
+            if left is None:
+                kept = True
+                tempdirs.keep(folder)
         return code
     finally:
         if not kept:
-            tempdirs.remove(folder)
+            try:
+                tempdirs.remove(folder)
+            except (KeyboardInterrupt, signals.Interrupted):
+                if code is None:
+                    raise  # before the command ended: it ends the tool
 
 
 def _marked(executorch: Path) -> Dict[str, bytes]:
@@ -438,13 +440,28 @@ def _after_env(words: List[str]) -> Tuple[List[str], Optional[str]]:
     return [], None
 
 
-def _check_import(env: Dict[str, str], overlay: Path, folder: Path) -> None:
-    """GuardError unless Python with ``env`` would import the overlay's
-    ExecuTorch."""
+def _check_import(
+    env: Dict[str, str],
+    overlay: Path,
+    folder: Path,
+    executorch: Path,
+    command: List[str],
+) -> None:
+    """GuardError unless Python with ``env``, run from the current folder
+    (``python -c``, ``-m``) and, for ``python FILE``, with the script's folder
+    first, would import every target module, and each package on its way,
+    from the overlay (``origins``, run in a child of this interpreter)."""
     answer = folder / "where.json"
+    script = script_folder(command)
+    request = {
+        "root": str(overlay / "executorch"),
+        "rels": installed.targets_in(executorch),
+        "firsts": [None] + ([script] if script else []),
+    }
     try:
+        code = Path(origins.__file__).read_text(encoding="utf-8")
         proc = subprocess.run(
-            [sys.executable, "-c", _WHERE, str(answer)],
+            [sys.executable, "-c", code, str(answer), json.dumps(request)],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -453,7 +470,7 @@ def _check_import(env: Dict[str, str], overlay: Path, folder: Path) -> None:
             errors="replace",
             timeout=120,
         )
-        where = json.loads(answer.read_text()) if proc.returncode == 0 else None
+        found = json.loads(answer.read_text()) if proc.returncode == 0 else None
     except (OSError, ValueError, subprocess.TimeoutExpired) as e:
         raise GuardError(
             f"could not check which ExecuTorch {sys.executable} would import "
@@ -465,44 +482,146 @@ def _check_import(env: Dict[str, str], overlay: Path, folder: Path) -> None:
             f"could not check which ExecuTorch {sys.executable} would import "
             f"with the overlay (exit {proc.returncode}: {last}); nothing was run."
         )
-    expected = overlay / "executorch"
-    if not where or os.path.realpath(where) != os.path.realpath(expected):
-        here = os.path.join(os.getcwd(), "executorch")
-        if os.path.isdir(here) and (
-            not where
-            or os.path.commonpath([os.path.realpath(where), os.path.realpath(here)])
-            == os.path.realpath(here)
-        ):
-            raise GuardError(
-                f"{sys.executable} would import ExecuTorch from {here}, not from "
-                f"the patched overlay: the current folder {os.getcwd()} holds an "
-                "executorch folder, which Python puts ahead of PYTHONPATH "
-                "(python -c, python -m): run the command from another folder. "
-                "Nothing was run."
-            )
+    if found is None:
+        return
+    instead = installed.Instead.of(found)
+    said = (
+        f"{sys.executable} would import ExecuTorch from {instead.where or 'nowhere'} "
+        f"(`import {instead.module}`), not from the patched overlay"
+    )
+    if instead.finder is not None:
+        raise GuardError(f"{said}: {installed.served(instead)}. Nothing was run.")
+    holder = os.path.dirname(instead.portion) if instead.portion else None
+    if found.get("first") is None and _same_folder(holder, os.getcwd()):
         raise GuardError(
-            f"{sys.executable} would import ExecuTorch from {where}, not from the "
-            "patched overlay: something on its path (a sitecustomize, a .pth "
-            "file, PYTHONSAFEPATH aside) puts another ExecuTorch first. Nothing "
-            "was run."
+            f"{said}: the current folder {os.getcwd()} holds an executorch folder, "
+            "which Python puts ahead of PYTHONPATH (python -c, python -m): run "
+            "the command from another folder. Nothing was run."
         )
+    if found.get("first") is not None and _same_folder(holder, found["first"]):
+        raise GuardError(
+            f"{said}: the script's folder {found['first']} holds an executorch "
+            "folder, which Python puts ahead of PYTHONPATH (python FILE): move "
+            "the script, or that folder. Nothing was run."
+        )
+    raise GuardError(
+        f"{said}: something on its path (a sitecustomize, a .pth file, "
+        "PYTHONSAFEPATH aside) puts another ExecuTorch first. Nothing was run."
+    )
+
+
+def _same_folder(a: Optional[str], b: Optional[str]) -> bool:
+    return bool(a and b) and os.path.realpath(a) == os.path.realpath(b)
+
+
+def script_folder(command: List[str]) -> Optional[str]:
+    """The folder that the command's Python puts first on its path in place
+    of the current folder: the script's (its path with links resolved), for
+    ``python [OPTIONS] FILE`` and for a script run by its ``#!`` line that
+    names a Python; the script itself if it is a folder or zip file. None
+    for ``python -c`` or ``-m``, stdin, or a command that is not Python."""
+    words = list(command)
+    if words and os.path.basename(words[0]) == "env":
+        words, _ = _after_env(words[1:])
+    if not words:
+        return None
+    if _PYTHON.fullmatch(os.path.basename(words[0])):
+        script = _python_script(words[1:])
+    else:
+        script = words[0] if _runs_python(words[0]) else None
+    if script is None:
+        return None
+    if os.path.isdir(script) or not script.endswith(".py") and _is_zip(script):
+        return os.path.abspath(script)
+    return os.path.dirname(os.path.realpath(script))
+
+
+def _python_script(words: List[str]) -> Optional[str]:
+    """The script among Python's arguments ``words``, or None."""
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "-":
+            return None
+        if word == "--":
+            return words[i + 1] if i + 1 < len(words) else None
+        if not word.startswith("-"):
+            return word
+        if word.startswith("--"):
+            i += 2 if word == "--check-hash-based-pycs" else 1
+            continue
+        for j, letter in enumerate(word[1:]):
+            if letter in _LAST_OPTIONS:
+                return None
+            if letter in _VALUE_OPTIONS:
+                if j == len(word) - 2:
+                    i += 1  # the value is the next argument
+                break
+        i += 1
+    return None
+
+
+def _first_line(path: str) -> bytes:
+    """The first line of a regular file (at most 256 bytes), never waiting
+    on a FIFO; b"" for anything else."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return b""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return b""
+        return os.read(fd, 256).split(b"\n", 1)[0]
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+
+
+def _runs_python(program: str) -> bool:
+    """Whether ``program`` is a script whose ``#!`` line names a Python."""
+    path = program if os.sep in program else shutil.which(program)
+    line = _first_line(path) if path else b""
+    return line.startswith(b"#!") and b"python" in line
+
+
+def _is_zip(path: str) -> bool:
+    import zipfile
+
+    try:
+        return os.path.isfile(path) and zipfile.is_zipfile(path)
+    except OSError:
+        return False
 
 
 def _cannot_execute(command: str, error: OSError) -> int:
+    """One line for a command that could not be started: 127 if it is not
+    found, 126 if it cannot be executed (bash's codes and words, a file
+    whose ``#!`` interpreter is missing included)."""
+    code, said = 126, f"cannot execute {command}: {error.strerror or error}"
     if error.errno == errno.ENOENT:
-        print(
-            f"executorch-device-guard: error: command not found: {command}",
-            file=sys.stderr,
-        )
-        return 127
-    why = error.strerror or str(error)
-    if error.errno == errno.ENOEXEC:
-        why += " (a script needs a #! line)"
-    print(
-        f"executorch-device-guard: error: cannot execute {command}: {why}",
-        file=sys.stderr,
-    )
-    return 126
+        found = command if os.sep in command else shutil.which(command)
+        line = _first_line(found) if found else b""
+        if line.startswith(b"#!"):
+            interpreter = os.fsdecode(line[2:].strip(b" \t").split(b" ")[0])
+            crlf = (
+                " (its #! line ends in a carriage return: the script has "
+                "CRLF line endings)"
+                if interpreter.endswith("\r")
+                else ""
+            )
+            said = (
+                f"cannot execute {command}: {interpreter}: bad interpreter: No "
+                f"such file or directory{crlf}"
+            )
+        elif found and os.path.isfile(found):
+            said += " (it is there, so what runs it is missing: a binary's loader)"
+        else:
+            code, said = 127, f"command not found: {command}"
+    elif error.errno == errno.ENOEXEC:
+        said += " (a script needs a #! line)"
+    print(f"executorch-device-guard: error: {one_line(said)}", file=sys.stderr)
+    return code
 
 
 def _run(command: List[str], env: Dict[str, str], keep: Tuple[int, ...] = ()) -> int:

@@ -40,7 +40,8 @@ def changed_files(root: Path, installed_root: Path, tests: bool) -> Dict[str, st
         text = installed.read_text(installed_root / rel)
         if text is None and shipped is not None and rel not in shipped:
             continue  # e.g. the MPS backend, which 1.5.x does not ship
-        state, other = installed.classify(text, patches)
+        # The series' own tests go where git am puts them (their code repeats).
+        state, other = installed.classify(text, patches, at_line=is_test(rel))
         if state not in (FileState.STOCK, FileState.PATCHED):
             raise installed.GuardError(
                 f"{installed_root / rel} is {state.value}: the series does not fit it"

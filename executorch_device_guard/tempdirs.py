@@ -34,8 +34,9 @@ on Linux, a process whose environment names the folder (its path is on the
 ``PYTHONPATH`` that the tool gave its commands, which every process they
 start inherits, whether it closed its descriptors or left the session;
 ``users``). And a folder is never made inside
-``outside`` (the installed package): a ``TMPDIR`` there is refused, before
-anything is written. The temporary folder is found as ``tempfile`` finds it
+``outside`` (the installed package) or the site-packages folder that holds
+it, also seen through a bind mount (``protected``): a ``TMPDIR`` there is
+refused, before anything is written. The temporary folder is found as ``tempfile`` finds it
 (``TMPDIR``, ``TEMP``, ``TMP``, the system's, the current folder) but
 without its probe, which creates and removes a file in each candidate, and
 the folder is then made there explicitly.
@@ -60,7 +61,7 @@ try:
 except ImportError:  # Windows: no locked folders, none removed
     fcntl = None  # type: ignore[assignment]
 
-from executorch_device_guard import users as _users
+from executorch_device_guard import protected, users as _users
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.signals import Interrupted
 
@@ -131,16 +132,10 @@ def _candidates() -> List[str]:
     return [n for n in names if n] + ["/tmp", "/var/tmp", "/usr/tmp", os.getcwd()]
 
 
-def _inside(folder: str, package: Path) -> bool:
-    real, top = os.path.realpath(folder), os.path.realpath(package)
-    return os.path.commonpath([real, top]) == top
-
-
-def _inside_error(root: str, outside: Path) -> GuardError:
+def _inside_error(root: str, where: str) -> GuardError:
     return GuardError(
-        f"the temporary folder {root} is inside the installed ExecuTorch "
-        f"at {outside}, where nothing is written: set TMPDIR to a folder "
-        "outside it. Nothing was run."
+        f"the temporary folder {root} is inside {where}, where nothing is "
+        "written: set TMPDIR to a folder outside it. Nothing was run."
     )
 
 
@@ -161,8 +156,9 @@ def _choose(outside: Optional[Path]) -> str:
         tried.append(candidate)
         if not os.path.isdir(candidate):
             continue  # tempfile's try there fails without writing
-        if outside is not None and _inside(candidate, outside):
-            raise _inside_error(candidate, outside)
+        where = protected.inside(candidate, outside) if outside else None
+        if where is not None:
+            raise _inside_error(candidate, where)
         if os.access(candidate, os.W_OK | os.X_OK):
             return candidate
     raise GuardError(
@@ -190,8 +186,9 @@ def temp_root(outside: Optional[Path] = None) -> str:
             "load ExecuTorch's files from such a path: set TMPDIR to a folder "
             "whose path is UTF-8. Nothing was run."
         ) from None
-    if outside is not None and _inside(root, outside):
-        raise _inside_error(root, outside)
+    where = protected.inside(root, outside) if outside is not None else None
+    if where is not None:
+        raise _inside_error(root, where)
     return root
 
 

@@ -8,9 +8,11 @@
 
 A ``site`` folder holds an ``executorch`` package with copies of the stock
 target files that the installed ExecuTorch ships (``TARGETS``; 1.5.1 ships no
-MPS backend), laid out as the 1.5.1 wheel lays them out (a namespace package,
-no ``__init__.py``), and an ``executorch-1.5.1.dist-info`` whose RECORD lists
-them. The CLI runs in a child process whose PYTHONPATH puts the site first,
+MPS backend), laid out as the 1.5.1 wheel lays them out (``executorch`` and
+``extension`` namespace packages, an empty ``__init__.py`` in each folder on
+the way to a target where the installed one has one, so that Python imports
+each target from the site and not from the installed ExecuTorch later on the
+path), and an ``executorch-1.5.1.dist-info`` whose RECORD lists them. The CLI runs in a child process whose PYTHONPATH puts the site first,
 so it finds that installation exactly as it would find a real one. The
 environment's own ExecuTorch is only read, never modified.
 """
@@ -51,6 +53,16 @@ def stock_text(rel: str) -> str:
 
 
 STOCK = {rel: stock_text(rel).encode() for rel in TARGETS}
+# The installed package's __init__.py files on the way to a target.
+INITS = sorted(
+    {
+        str(folder / "__init__.py")
+        for rel in TARGETS
+        for folder in Path(rel).parents
+        if folder != Path(".")
+        and (executorch_root() / folder / "__init__.py").is_file()
+    }
+)
 PATCHED = {rel: apply_all(p, stock_text(rel)).encode() for rel, p in TARGETS.items()}
 
 
@@ -70,6 +82,7 @@ def make_site(site: Path, version: str = "1.5.1") -> Path:
     package = site / "executorch"
     record = []
     files = {"version.py": f"__version__ = '{version}'\n".encode(), **STOCK}
+    files.update({rel: b"" for rel in INITS})
     for rel, data in files.items():
         path = package / rel
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -109,9 +109,11 @@ def test_a_text_that_fits_two_forms_differently_is_unknown() -> None:
 
 
 def test_a_text_that_holds_both_under_one_form_is_unknown() -> None:
-    text = "b\nguard\nb\n"
+    # Under ``mixed`` it is stock and patched at once (each side's lines
+    # occur once); under ``clean`` it is stock.
+    text = "a\nb\nguard\nc\n"
     mixed = _form("upstream", "b\n", "b\nguard\n")
-    clean = _form("v1", "b\nguard\nb\n", "b\nguard\nguard\nb\n")
+    clean = _form("v1", "a\nb\nguard\nc\n", "a\nb\nguard\nguard\nc\n")
     state, _, why, _ = installed._classify(text, (mixed, clean))
     assert state is FileState.UNKNOWN
     assert why == "it holds both the stock and the patched code"

@@ -254,19 +254,24 @@ def test_refuses_an_executorch_folder_that_shadows_the_installed_one(
     """`python -m` puts the current directory first on sys.path, where
     importlib.metadata finds a dist-info too (as `pip install --target .`
     leaves, or standing in another environment's site-packages)."""
+    from sites import INITS
+
     work = tmp_path / "work"
     if shadow == "with-dist-info":
         make_site(work)
-    for rel, data in STOCK.items():
+    # A copy of the package: its regular packages' __init__.py files too.
+    for rel, data in {**STOCK, **{rel: b"" for rel in INITS}}.items():
         (work / "executorch" / rel).parent.mkdir(parents=True, exist_ok=True)
         (work / "executorch" / rel).write_bytes(data)
+    loaded = work / "executorch" / "exir"
     if shadow == "regular":
         (work / "executorch" / "__init__.py").write_text("")
+        loaded = work / "executorch"
     before = hashes(tmp_path)
     for command in ("apply", "revert", "status"):
         one_line_error(
             cli(site, command, cwd=work),
-            f"loads {work / 'executorch' / 'exir'}",
+            f"loads {loaded},",
             f"not the installed ExecuTorch at {site / 'executorch'}",
             "Run the command from another directory",
         )
@@ -578,7 +583,7 @@ def _edited(text: bytes) -> bytes:
         ),
         (
             lambda: _edited(PATCHED[EMITTER]),
-            "edited: differs from the patched text in lines 456-483 (hunk 2)",
+            "edited: differs from the patched text in lines 456-480 (hunk 2)",
         ),
     ],
     ids=["crlf-stock", "crlf-patched", "edited-stock", "edited-patched"],
@@ -645,3 +650,32 @@ def test_output_that_cannot_be_encoded_at_all_is_exit_4() -> None:
         assert stream.finish("apply", 0) == output.OUTPUT_LOST
     assert err.getvalue().count("\n") == 1
     assert "apply finished, but its output could not be written" in err.getvalue()
+
+
+# The fifth attack (docs/hostile.md, "The fifth attack").
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["check", "--model", "{tmp}/no\nsuch.py:make"], ["status", "no\nsuch"]],
+    ids=["check-model", "usage"],
+)
+def test_a_refusal_naming_what_was_given_stays_one_line(
+    tmp_path: Path, args: list
+) -> None:
+    """D8: `check --model $'/tmp/no\\nsuch.py:make'` was a three-line error,
+    and a usage error (`status $'no\\nsuch'`) two lines: check's refusals and
+    argparse's did not escape a newline, as the other errors do."""
+    args = [a.format(tmp=tmp_path) for a in args]
+    env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(tmp_path))
+    result = subprocess.run(
+        [sys.executable, "-m", "executorch_device_guard", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert "no\\nsuch" in result.stderr

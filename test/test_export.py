@@ -20,7 +20,12 @@ import pytest
 from conftest import REPO
 from executorch_device_guard import installed
 from executorch_device_guard.installed import executorch_root, FileState
-from executorch_device_guard.patchset import apply_all, patched_files, read_series
+from executorch_device_guard.patchset import (
+    apply_all,
+    is_test,
+    patched_files,
+    read_series,
+)
 from sites import snapshot
 
 SERIES = read_series(REPO)
@@ -42,9 +47,11 @@ def stock_files() -> Dict[str, str]:
         if rel.endswith(".py"):
             text = installed.read_text(executorch_root() / rel)
         if text is not None:
-            state, _ = installed.classify(text, patches)
+            # A test file goes where git am puts it (its code repeats).
+            at_line = is_test(rel)
+            state, _ = installed.classify(text, patches, at_line=at_line)
             if state is not FileState.STOCK:
-                text = apply_all(patches, text, reverse=True)
+                text = apply_all(patches, text, reverse=True, at_line=at_line)
         else:
             text = "".join(
                 line for p in patches for hunk in p.hunks for line in hunk.old_lines
@@ -105,7 +112,8 @@ def test_series_applies_with_git_am(tmp_path: Path) -> None:
         assert ("Related to #21545" in commit) == (i > 0)
         assert "This PR was authored with Claude." in commit
     for rel, patches in patched_files(REPO, build_files=True).items():
-        assert (repo / rel).read_text() == apply_all(patches, stock_files()[rel])
+        patched = apply_all(patches, stock_files()[rel], at_line=is_test(rel))
+        assert (repo / rel).read_text() == patched
     for entry in SERIES:
         for new_file in entry.new_files:
             assert (repo / new_file).read_bytes() == (REPO / new_file).read_bytes()
@@ -248,3 +256,69 @@ def test_prints_one_branch_per_commit_off_main(tmp_path: Path) -> None:
         # Each branch holds main and its one commit.
         count = git(repo, "rev-list", "--count", "origin/main..HEAD").stdout
         assert count.strip() == "1", number
+
+
+# The fifth attack (docs/hostile.md, "The fifth attack").
+
+
+def _mailinfo(mbox: Path) -> List[str]:
+    """The author and email that git am takes from a patch."""
+    info = subprocess.run(
+        ["git", "mailinfo", os.devnull, os.devnull],
+        stdin=open(mbox, "rb"),
+        capture_output=True,
+        check=True,
+    )
+    return info.stdout.decode("utf-8").splitlines()[:2]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Smith, John",
+        "A; B",
+        "Jörg Müller",
+        "Müller, Jörg",
+        'A "B" \\ C.',
+        "José (el jefe) García",
+    ],
+)
+def test_the_author_is_written_as_it_was_checked(tmp_path: Path, name: str) -> None:
+    """D7: 'Smith, John <john@x.org>' passed the check but was written
+    `From: Smith` (no address: git am refused the patches), and a name
+    with ';' lost its address too. The From: header now holds exactly the
+    name and address checked (quoted, or RFC 2047-encoded), as git am
+    reads them back."""
+    result = export(tmp_path / "out", "--author", f"{name} <who@example.org>")
+    assert result.returncode == 0, result.stderr
+    patches = sorted((tmp_path / "out").glob("*.patch"))
+    assert patches
+    for mbox in patches:
+        assert _mailinfo(mbox) == [f"Author: {name}", "Email: who@example.org"]
+
+
+@pytest.mark.parametrize(
+    "author,needle",
+    [
+        (
+            "Jörg Müller <jörg@müller.de>",
+            "--author's address 'jörg@müller.de' is not ASCII",
+        ),
+        ("Esc\x1b[31m <a@b.org>", "holds a control character"),
+        ("x@y <a@b.org>", "holds '@': git am would take the address for it"),
+        ("N" * 61 + " <a@b.org>", "is 61 bytes in UTF-8, more than 60"),
+        ('Jörg "x" Müller <a@b.org>', "git am would drop those quotes"),
+    ],
+)
+def test_an_author_that_cannot_be_written_is_refused(
+    tmp_path: Path, author: str, needle: str
+) -> None:
+    """D7: a non-ASCII address ended in a UnicodeEncodeError traceback
+    (exit 1, an empty folder left); an escape sequence in the name lost the
+    address and kept a raw ESC byte. What a From: header cannot carry, or
+    git am would not read back as it is, is refused in one line, nothing
+    created."""
+    before = snapshot(tmp_path)
+    result = export(tmp_path / "out", "--author", author)
+    _one_line_and_nothing_created(tmp_path, before, result, needle)
+    assert "\x1b" not in result.stderr

@@ -35,6 +35,7 @@ from sites import (
     snapshot,
     STOCK,
     TARGETS,
+    target_states,
 )
 
 EMITTER = "exir/emit/_emitter.py"
@@ -1136,3 +1137,233 @@ def test_a_pycache_prefix_given_with_dash_x_is_seen_too(
     assert snapshot(tmp_path) == before
     doc = (REPO / "docs" / "apply-and-run.md").read_text()
     assert "-X pycache_prefix" in doc
+
+
+# The fifth attack (docs/hostile.md, "The fifth attack").
+
+
+def _with_a_dead_copy(text: str) -> str:
+    """The emitter with a dead copy of ``_tensor_spec_to_evalue`` (under
+    ``if False:``) where the series' first hunk expects it, the live method
+    pushed down: what the attack's dup_context.py writes."""
+    lines = text.split("\n")
+    start = next(i for i, x in enumerate(lines) if "def _tensor_spec_to_evalue" in x)
+    end = start + 1
+    while not lines[end].startswith("    def "):
+        end += 1
+    header = [
+        "if False:  # a stale copy kept by a user",
+        "  class _Unused:",
+        "    def _f(self, buffer_idx=None):",
+    ]
+    pad = ["# pad"] * (start - 6)
+    return "\n".join(pad + header + lines[start - 3 : end] + lines)
+
+
+@pytest.mark.parametrize("state", ["stock", "patched"])
+def test_a_hunk_whose_lines_occur_twice_is_never_placed_by_proximity(
+    tmp_path: Path, site: Path, state: str
+) -> None:
+    """D2: a dead copy of a hunk's lines nearer to where the hunk expects
+    them: 7f6ba8a patched the copy ("Patched.", the live method stock and
+    every export broken), or, patched, called it "Patched." and would have
+    reverted the copy. Where the change goes cannot be told: unknown, and
+    apply, revert and run refuse in one line, nothing changed."""
+    import ast
+
+    if state == "patched":
+        assert cli(site, "apply").returncode == 0
+    emitter = site / "executorch" / EMITTER
+    emitter.write_text(_with_a_dead_copy(emitter.read_text()))
+    ast.parse(emitter.read_text())  # still Python
+    before = snapshot(tmp_path)
+    status = cli(site, "status")
+    assert status.returncode == 0, status.stderr
+    assert re.search(
+        rf"^  unknown +{re.escape(EMITTER)} \(the {state} lines of hunk 1 occur 2 "
+        r"times \(from lines \d+, \d+\), so where the change goes cannot be told\)$",
+        status.stdout,
+        re.M,
+    ), status.stdout
+    assert "Patched." not in status.stdout and "Stock." not in status.stdout
+    for command in ("apply", "revert", "run"):
+        one_line_error(
+            cli(site, *_run_args(command)), f"{site / 'executorch' / EMITTER} is unknown"
+        )
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", ["status", "apply", "revert", "run"])
+def test_an_empty_namespace_folder_ahead_on_the_path_is_no_shadow(
+    tmp_path: Path, site: Path, command: str
+) -> None:
+    """D11: an empty executorch/backends/ (no __init__.py) ahead on
+    PYTHONPATH: Python still imports the installed regular package, which
+    wins over such a folder. 7f6ba8a refused, saying that `import
+    executorch.backends` loads the empty folder."""
+    ahead = tmp_path / "ahead"
+    (ahead / "executorch" / "backends").mkdir(parents=True)
+    env = {"PYTHONPATH": os.pathsep.join([str(ahead), str(site), str(REPO)])}
+    if command == "revert":
+        assert cli(site, "apply", env=env).returncode == 0
+    result = cli(site, *_run_args(command), env=env)
+    assert result.returncode == 0, result.stderr
+    assert "error" not in result.stderr, result.stderr
+    if command == "status":
+        assert result.stdout.endswith("Stock. `apply` patches it.\n"), result.stdout
+    if command in ("apply", "revert"):
+        expected = "patched" if command == "apply" else "stock"
+        assert set(target_states(site).values()) == {expected}
+
+
+_HOOK = """
+import importlib.util, sys
+
+MAPPING = {"executorch.exir.emit._emitter": %r}
+
+
+class Finder:
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        if fullname in MAPPING:
+            return importlib.util.spec_from_file_location(fullname, MAPPING[fullname])
+
+
+def install():
+    sys.meta_path.insert(0, Finder)
+"""
+
+
+@pytest.mark.parametrize("first", ["stock", "patched"])
+def test_an_import_hook_that_serves_another_copy_is_a_shadow(
+    tmp_path: Path, first: str
+) -> None:
+    """D4: a .pth file in site-packages puts a meta-path finder first (as
+    editable installs do) that serves the emitter from a stock copy
+    elsewhere. 7f6ba8a said "Patched." and run ran the command on the
+    stock copy, without a word. Each target is looked up as the program
+    would, hooks first: status, apply, revert and run refuse in one line,
+    naming the hook, nothing changed."""
+    import subprocess
+
+    from sites import FAULT
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    (purelib,) = venv.glob("lib/python*/site-packages")
+    site = make_site(purelib / "_", version="1.5.1")
+    for entry in site.iterdir():
+        shutil.move(str(entry), purelib / entry.name)
+    site.rmdir()
+    site = purelib
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop(FAULT, None)
+
+    def tool(*args: str):
+        return subprocess.run(
+            [str(python), "-m", "executorch_device_guard", *args],
+            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        )
+
+    if first == "patched":
+        assert tool("apply").returncode == 0
+    copy = tmp_path / "elsewhere" / "_emitter.py"
+    copy.parent.mkdir()
+    copy.write_bytes(STOCK[EMITTER])
+    (purelib / "mytools_finder.py").write_text(_HOOK % str(copy))
+    (purelib / "mytools_finder.pth").write_text(
+        "import mytools_finder; mytools_finder.install()\n"
+    )
+    before = snapshot(tmp_path)
+    needle = (
+        "`import executorch.exir.emit._emitter` here loads "
+        f"{copy}, not the installed ExecuTorch at {site / 'executorch'}: an "
+        "import hook (mytools_finder.Finder, put on sys.meta_path by a .pth "
+        "file or sitecustomize) serves it"
+    )
+    for command in ("status", "apply", "revert", "run"):
+        run = ["--", str(python), "-c", "pass"] if command == "run" else []
+        result = tool(command, *run)
+        one_line_error(result, needle)
+        assert "Patched." not in result.stdout
+    assert snapshot(tmp_path) == before
+
+
+PORTABLE_LIB = "extension/pybindings/portable_lib.py"
+
+
+def _with_portable_lib(site: Path, data: bytes) -> None:
+    """The runtime-inputs backport's target, listed in RECORD."""
+    from sites import record_hash
+
+    path = site / "executorch" / PORTABLE_LIB
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    with open(_record(site), "a") as f:
+        f.write(f"executorch/{PORTABLE_LIB},{record_hash(data)},{len(data)}\n")
+
+
+@pytest.mark.parametrize(
+    "label,state",
+    [("1.5.1", "stock"), ("1.5.1", "patched"), ("1.4.2", "stock")],
+)
+def test_a_backport_is_not_left_out_on_the_version_label_alone(
+    tmp_path: Path, label: str, state: str
+) -> None:
+    """D3: the runtime-inputs backport is for 1.0.0 to 1.4.1 (1.5 has
+    upstream's C++ fix). 7f6ba8a decided by the dist-info's Version alone:
+    1.4.1's portable_lib.py under a label of 1.5.1 (or an unknown 1.4.2, a
+    patch release of the 1.4 line) was "not for this release", left stock,
+    and status said "Patched.". Now a file whose bytes are that backport's
+    stock or patched text under a release outside its range is unknown, and
+    so is a later release of its last line: status never says Patched or
+    Stock, apply, revert and run refuse in one line, nothing changed."""
+    from sites import ALL_TARGETS
+
+    site = make_site(tmp_path / "site", version=label)
+    (backport,) = ALL_TARGETS[PORTABLE_LIB]
+    (hunk,) = backport.hunks
+    _with_portable_lib(
+        site, "".join(hunk.new_lines if state == "patched" else hunk.old_lines).encode()
+    )
+    if state == "patched":
+        for rel in TARGETS:
+            (site / "executorch" / rel).write_bytes(PATCHED[rel])
+    before = snapshot(tmp_path)
+    status = cli(site, "status")
+    assert status.returncode == 0, status.stderr
+    why = (
+        f"its text is the {state} text of ExecuTorch 1.0.0 to 1.4.1, which its "
+        f"backport is for, but this release says {label}"
+        if label == "1.5.1"
+        else "ExecuTorch 1.4.2 comes after 1.4.1, the last release its backport "
+        "is for, on the same line"
+    )
+    assert re.search(
+        rf"^  unknown +{re.escape(PORTABLE_LIB)} \({re.escape(why)}", status.stdout, re.M
+    ), status.stdout
+    assert "Patched." not in status.stdout and "Stock." not in status.stdout
+    for command in ("apply", "revert", "run"):
+        one_line_error(
+            cli(site, *_run_args(command)), f"{PORTABLE_LIB} is unknown ({why}"
+        )
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", ["status", "apply", "run"])
+def test_a_version_py_of_another_release_is_refused(
+    tmp_path: Path, site: Path, command: str
+) -> None:
+    """D3: executorch/version.py is written from the same version as the
+    dist-info: 1.4.1's files (version.py says 1.4.1+cpu) under a dist-info
+    relabelled 1.5.1, folder, METADATA and RECORD alike, are refused."""
+    (site / "executorch" / "version.py").write_text('__version__ = "1.4.1+cpu"\n')
+    before = snapshot(tmp_path)
+    one_line_error(
+        cli(site, *_run_args(command)),
+        f"{site / 'executorch' / 'version.py'} says __version__ '1.4.1+cpu', but "
+        f"{site / 'executorch-1.5.1.dist-info' / 'METADATA'} says Version '1.5.1'",
+        "Nothing was changed",
+    )
+    assert snapshot(tmp_path) == before

@@ -530,3 +530,119 @@ def test_nested_inputs_and_outputs_are_bundled_flat(tmp_path: Path) -> None:
     result = child.run("cpu", f"{path}:model", False, tmp_path / "out", "bundled")
     assert result["outcome"] == "ok", result
     assert list(result["files"]) == ["bundled_program.bpte"]
+
+
+# The fifth attack (docs/hostile.md, "The fifth attack").
+
+
+DATACLASS_MODEL = """
+from __future__ import annotations
+import dataclasses, sys, typing
+import torch
+
+THIS = sys.modules[__name__]
+
+
+@dataclasses.dataclass
+class Config:
+    width: int = 4
+    kind: typing.ClassVar[str] = "linear"
+
+
+def make():
+    return torch.nn.Linear(Config().width, 3), (torch.ones(2, 4),)
+"""
+
+
+def test_a_model_file_is_in_sys_modules_while_it_runs(tmp_path: Path) -> None:
+    """D6: the file's module was not put in sys.modules before it ran, so a
+    dataclass with a ClassVar under `from __future__ import annotations`
+    (dataclasses looks the module up there), or any sys.modules[__name__],
+    was refused as "importing ... failed". Python itself imports it fine."""
+    path = tmp_path / "dc_model.py"
+    path.write_text(DATACLASS_MODEL)
+    model = models.load_model(f"{path}:make")
+    assert isinstance(model.module, torch.nn.Linear)
+
+
+def test_a_model_file_named_like_an_imported_module_replaces_nothing(
+    tmp_path: Path,
+) -> None:
+    """D6: registering the file must not replace a module of its name that
+    is imported already (a model file named json.py)."""
+    import json
+    import sys
+
+    path = tmp_path / "json.py"
+    path.write_text(DATACLASS_MODEL)
+    assert isinstance(models.load_model(f"{path}:make").module, torch.nn.Linear)
+    assert sys.modules["json"] is json
+
+
+def test_a_model_in_a_folder_whose_name_has_a_colon(tmp_path: Path) -> None:
+    """D9: --model split at the first ':', so a file in a folder named
+    'a:b' could not be named at all. A ':' is taken for the separator only
+    where what comes before it is a .py file's path (or a file)."""
+    folder = tmp_path / "d9:models"
+    folder.mkdir()
+    path = folder / "m.py"
+    path.write_text(USER_MODELS)
+    for spec in (f"{path}:make", f"{path}:as_tuple"):
+        models.check_file(spec)
+        assert isinstance(models.load_model(spec).module, torch.nn.Module)
+    (folder / "model.py").write_text(
+        "import torch\nmodel = torch.nn.Linear(2, 3), (torch.ones(1, 2),)\n"
+    )
+    assert models.parse(str(folder / "model.py")) == (
+        "file",
+        str(folder / "model.py"),
+        "model",
+    )
+    assert isinstance(
+        models.load_model(str(folder / "model.py")).module, torch.nn.Linear
+    )
+
+
+# check_file under a 2 GiB address space, as `ulimit -v` gives.
+_LIMITED_CHECK = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+from executorch_device_guard import models
+try:
+    models.check_file(sys.argv[1])
+except models.ModelSpecError as e:
+    print(e)
+"""
+
+
+@pytest.mark.parametrize("kind", ["huge", "fifo"])
+def test_a_model_file_too_large_or_not_a_file_is_refused_unread(
+    tmp_path: Path, kind: str
+) -> None:
+    """D10: check --model read the whole file before any refusal (a 20 GB
+    sparse x.py: 18.6 GB of memory). A file larger than any model's source
+    (64 MiB), or one that is not a regular file, is refused before it is
+    read, in one line."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    path = tmp_path / "x.py"
+    if kind == "huge":
+        with open(path, "wb") as f:
+            f.truncate(3 << 30)
+        needle = f"{path} is {3 << 30} bytes, more than a model's source file can be"
+    else:
+        os.mkfifo(path)
+        needle = f"{path} is not a regular file"
+    result = subprocess.run(
+        [sys.executable, "-c", _LIMITED_CHECK, f"{path}:model"],
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith(f"--model {path}:model: {needle}"), result.stdout

@@ -1095,3 +1095,255 @@ def test_a_killed_checks_folder_is_removed_once_nothing_uses_it(
     assert guard("run", "--", "true", env=tmp_env).returncode == 0
     assert not folder.exists()
     assert overlays_in(tmp_env) == []
+
+
+# The fifth attack (docs/hostile.md, "The fifth attack").
+
+LAUNCHER = "import sys\nfrom executorch_device_guard.cli import main\nsys.exit(main())\n"
+
+# A partial executorch/ folder: one guarded subpackage, copied stock as
+# `cp -a` copies it (its __init__.py files too), and the subpackage's target.
+_PARTIAL = {
+    "backends": ("backends/", "backends/xnnpack/operators/node_visitor.py"),
+    "devtools": ("devtools/", "devtools/bundled_program/core.py"),
+    "custom-ops": (
+        "extension/llm/custom_ops/",
+        "extension/llm/custom_ops/custom_ops.py",
+    ),
+}
+
+
+@pytest.mark.parametrize("where", ["current-folder", "script-folder"])
+@pytest.mark.parametrize("partial", sorted(_PARTIAL))
+def test_a_partial_executorch_folder_beside_the_command_is_refused(
+    tmp_path: Path, tmp_env, partial: str, where: str
+) -> None:
+    """D1: executorch is a namespace package, so an executorch/ folder that
+    Python searches first (the current folder for python -c and -m, the
+    script's folder for python FILE) merges in ahead of the overlay,
+    subpackage by subpackage. 7f6ba8a looked for exir/ in the current folder
+    only, and ran the command on a stock XNNPACK, bundled program or custom
+    ops. Every target module is now looked up as Python would: one line,
+    exit 2, nothing run."""
+    from sites import INITS, STOCK
+
+    site = make_site(tmp_path / "site")
+    beside = tmp_path / "beside"
+    prefix, target = _PARTIAL[partial]
+    for rel in [i for i in INITS if i.startswith(prefix)] + [target]:
+        path = beside / "executorch" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(STOCK.get(rel, b""))
+    script = beside / "export.py"
+    script.write_text("print('ran')\n")
+    tool = tmp_path / "edg.py"  # as the console script runs it (not python -m)
+    tool.write_text(LAUNCHER)
+    env = dict(tmp_env, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
+    if where == "current-folder":
+        cwd, command = beside, [sys.executable, "-c", "print('ran')"]
+        needle = f"the current folder {beside} holds an executorch folder"
+    else:
+        cwd, command = tmp_path, [sys.executable, str(script)]
+        needle = f"the script's folder {beside} holds an executorch folder"
+    before = snapshot(tmp_path / "site"), snapshot(beside)
+    result = subprocess.run(
+        [sys.executable, str(tool), "run", "--", *command],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    one_line(result, 2, needle, "not from the patched overlay", "Nothing was run")
+    assert result.stdout == ""
+    assert (snapshot(tmp_path / "site"), snapshot(beside)) == before
+    assert overlays_in(tmp_env) == []
+
+
+def test_an_exir_init_that_python_cannot_import_is_refused(tmp_path: Path, tmp_env):
+    """D11: a FIFO in place of exir/__init__.py: Python imports executorch.exir
+    as an empty namespace package, and 7f6ba8a linked it into the overlay and
+    ran the command without the import marker, so not even the note came.
+    Refused in one line (status too), nothing run."""
+    from sites import cli
+
+    site = make_site(tmp_path / "site")
+    init = site / "executorch" / "exir" / "__init__.py"
+    init.unlink()
+    os.mkfifo(init)
+    before = snapshot(tmp_path / "site")
+    for args in (["status"], ["run", "--", "true"]):
+        # -S: no ExecuTorch of this environment behind the site's on the path.
+        env = {"TMPDIR": tmp_env["TMPDIR"]}
+        result = cli(site, *args, env=env, python_flags=["-S"], timeout=60)
+        one_line(
+            result,
+            2,
+            f"`import executorch.exir` here loads {init.parent} as a namespace "
+            "package: its __init__.py is not a file that Python imports",
+        )
+    assert snapshot(tmp_path / "site") == before
+    assert overlays_in(tmp_env) == []
+
+
+def _mtimes(*folders: Path) -> list:
+    return [os.stat(folder).st_mtime_ns for folder in folders]
+
+
+@pytest.mark.parametrize("where", ["site-packages", "dist-info"])
+def test_a_tmpdir_in_site_packages_is_refused(tmp_path: Path, where: str) -> None:
+    """D5: 7f6ba8a refused a TMPDIR inside the package only: with TMPDIR in
+    site-packages itself or in ExecuTorch's dist-info, run made its overlay
+    there (their times changed; after kill -9 it stayed in the dist-info,
+    which pip uninstall would leave behind). Refused before anything is
+    written, for check's overlays too."""
+    from sites import cli, one_line_error
+
+    site = make_site(tmp_path / "site")
+    dist = site / "executorch-1.5.1.dist-info"
+    tmpdir = site if where == "site-packages" else dist
+    old = 1_000_000_000_123_456_789
+    for folder in (site, dist):
+        os.utime(folder, ns=(old, old))
+    before = snapshot(tmp_path)
+    for args in (["run", "--", "true"], ["check", "--paths", "emitter"]):
+        result = cli(site, *args, env={"TMPDIR": str(tmpdir)})
+        one_line_error(
+            result,
+            f"the temporary folder {tmpdir} is inside {site}, the folder that "
+            "holds the installed ExecuTorch, where nothing is written",
+        )
+        assert snapshot(tmp_path) == before
+        assert _mtimes(site, dist) == [old, old]
+
+
+def test_a_log_dir_in_the_package_is_refused(tmp_path: Path) -> None:
+    """D5: check --log-dir inside the installed package (or site-packages)
+    wrote its logs there. Refused in one line before the folder is made."""
+    from sites import cli, one_line_error
+
+    site = make_site(tmp_path / "site")
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    before = snapshot(tmp_path)
+    for logs in (site / "executorch" / "exir" / "emit" / "logs", site / "logs"):
+        args = ["check", "--paths", "emitter", "--devices", "cpu", "--log-dir"]
+        result = cli(site, *args, str(logs), env={"TMPDIR": str(tmpdir)})
+        one_line_error(result, f"--log-dir {logs} is inside ", "where nothing is written")
+        assert snapshot(tmp_path) == before
+
+
+def test_a_tmpdir_bind_mounted_from_the_package_is_refused(tmp_path: Path) -> None:
+    """D5: a bind mount shows a folder of the package under another path:
+    7f6ba8a compared paths only and made the overlay inside executorch/exir.
+    Folders are compared by device and inode too."""
+    import shutil as _shutil
+
+    if os.geteuid() != 0 or not _shutil.which("unshare"):
+        pytest.skip("needs root and unshare, for a bind mount of its own")
+    site = make_site(tmp_path / "site")
+    exir = site / "executorch" / "exir"
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    before = snapshot(tmp_path / "site")
+    logs = mount / "logs"
+    script = (
+        "mount --make-rprivate / && mount --bind \"$1\" \"$2\" && shift 2 && "
+        'TMPDIR="$MNT" "$@" run -- true; echo "run=$?"; '
+        '"$@" check --paths emitter --devices cpu --log-dir "$LOGS"; echo "check=$?"'
+    )
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(site), str(REPO)]),
+        MNT=str(mount),
+        LOGS=str(logs),
+        TMPDIR=str(tmp_path),
+    )
+    probe = subprocess.run(
+        ["unshare", "-m", "true"], capture_output=True, text=True, timeout=60
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"no mount namespace here: {probe.stderr.strip()}")
+    result = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script, "-", str(exir), str(mount),
+         sys.executable, "-m", "executorch_device_guard"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert "run=2" in result.stdout and "check=2" in result.stdout, (
+        result.stdout + result.stderr
+    )
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2, result.stderr
+    assert lines[0].startswith(
+        f"executorch-device-guard: error: the temporary folder {mount} is inside "
+        f"{exir}, in the installed ExecuTorch (seen as {mount}: a bind mount)"
+    ), lines
+    assert lines[1].startswith(
+        f"executorch-device-guard: error: --log-dir {logs} is inside {exir}"
+    ), lines
+    assert snapshot(tmp_path / "site") == before
+
+
+def test_an_error_naming_a_command_stays_one_line(tmp_env) -> None:
+    """D8: a command whose name holds a newline was "command not found: no"
+    and "such" on a second line. It is one line, the newline escaped."""
+    result = guard("run", "--", "no\nsuch", env=tmp_env)
+    one_line(result, 127, "command not found: no\\nsuch")
+    assert overlays_in(tmp_env) == []
+
+
+@pytest.mark.parametrize("first_line", ["#!/bin/sh\r", "#!/nonexistent/interp -x"])
+def test_a_script_whose_interpreter_is_missing_is_not_command_not_found(
+    tmp_path: Path, tmp_env, first_line: str
+) -> None:
+    """D8: a script with CRLF line endings (its interpreter "/bin/sh\\r"),
+    or a #! line naming a missing program, was "command not found: SCRIPT",
+    though the script is there. As bash says: bad interpreter, exit 126."""
+    script = tmp_path / "script.sh"
+    script.write_bytes(first_line.encode() + b"\necho hi\n")
+    script.chmod(0o755)
+    result = guard("run", "--", str(script), env=tmp_env)
+    interpreter = first_line[2:].split(" ")[0].replace("\r", "\\r")
+    one_line(
+        result, 126, f"cannot execute {script}: {interpreter}: bad interpreter"
+    )
+    if first_line.endswith("\r"):
+        assert "CRLF line endings" in result.stderr
+    assert "command not found" not in result.stderr
+    assert overlays_in(tmp_env) == []
+
+
+def test_a_signal_after_the_command_ended_keeps_its_exit_code(
+    tmp_path: Path, tmp_env
+) -> None:
+    """D11: a Ctrl-C just after the command exited 0 ended run with
+    "interrupted (SIGINT)" and 130, though the command had finished. The
+    command's exit code stands; the signal only cuts run's note short, and
+    the overlay is removed. (The command fills run's stderr up to just under
+    a pipe's 64 KiB, so that run's note waits on it: the signal lands then.)"""
+    pidfile = tmp_path / "pid"
+    script = f"echo $$ > {pidfile}; head -c 65400 /dev/zero | tr '\\0' x >&2; exit 0"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "executorch_device_guard", "run", "--", "sh", "-c", script],
+        env=tmp_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not pidfile.exists() or not pidfile.read_text().strip():
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        pid = int(pidfile.read_text())
+        while Path(f"/proc/{pid}").exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(1.0)  # run is writing its note now, and waits on the pipe
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-500:]
+    assert b"interrupted" not in err, err[-500:]
+    assert overlays_in(tmp_env) == []
