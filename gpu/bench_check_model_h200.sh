@@ -4,14 +4,15 @@
 # Qwen2 decoder (test/models/decoder.py, built from its config; transformers
 # from the machine's Python), side by side in one run, with the carried
 # ExecuTorch 1.5.1 wheels installed as gpu/install.sh does. About 5 minutes.
-# Carry .whl (et151, deps). $OUT gets bench-check-decoder-h200.txt.
+# Run as TOOL_AT=<commit> bash gpu/..., the commit written out: the device
+# copy's git metadata is not this checkout's. Carry .whl (et151, deps). $OUT gets bench-check-decoder-h200.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dest="${OUT:-gpu-out}"
 ET=1.5.1 OUT="$dest" source gpu/install.sh || exit
 out="$dest/bench-check-decoder-h200.txt"
 {
-    echo "\$ python3 bench/bench_check.py --rounds 3 --model \$PWD/test/models/decoder.py:make   # $(date -u +%F), H200 machine, tool at $(git log -1 --format=%h 2>/dev/null || echo '?')"
+    echo "\$ python3 bench/bench_check.py --rounds 3 --model \$PWD/test/models/decoder.py:make   # $(date -u +%F), H200 machine, tool at ${TOOL_AT:-?}"
     nvidia-smi -L
     python3 -c "import sys, torch, transformers; print('python', sys.version.split()[0], 'torch', torch.__version__, 'transformers', transformers.__version__)"
 } >"$out" 2>&1

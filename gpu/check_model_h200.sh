@@ -21,7 +21,7 @@ summary="$work/summary.txt"
     nvidia-smi -L
     echo "cores: $(nproc); memory: $(free -g | awk '/Mem:/ {print $2 " GiB, " $7 " GiB available"}')"
     python3 -c "import sys, torch, transformers; print('python', sys.version.split()[0], 'torch', torch.__version__, 'transformers', transformers.__version__)"
-    git log -1 --format='tool at %h %s' 2>/dev/null || true
+    echo "tool at ${TOOL_AT:-?}"  # the device copy's git metadata is not this checkout's
 } >"$summary" 2>&1
 timed() {  # timed NAME LIMIT ARGS...: check ARGS; NAME.txt (stdout), NAME-log.txt (stderr)
     local name=$1 limit=$2 start end code seconds
