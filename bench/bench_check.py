@@ -54,7 +54,7 @@ from typing import Dict, List
 REPO = Path(__file__).resolve().parent.parent
 # One warm parent's work before it forks: check's preloads and pattern graphs.
 PRELOAD = (
-    "import importlib; from executorch_device_guard.runner import EXPORT_PRELOAD\n"
+    "import importlib; from executorch_device_guard.check.runner import EXPORT_PRELOAD\n"
     "for name in EXPORT_PRELOAD:\n"
     "    module, _, function = name.rstrip('?').partition(':')\n"
     "    try:\n"

@@ -42,7 +42,7 @@ CODE = "import executorch.exir"
 def executorch_folder() -> Path:
     """The installed ExecuTorch, found as the tool finds it."""
     sys.path.insert(0, str(REPO))
-    from executorch_device_guard.installed import executorch_root
+    from executorch_device_guard.installation.installed import executorch_root
 
     return executorch_root()
 

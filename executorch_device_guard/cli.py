@@ -29,12 +29,16 @@ from pathlib import Path
 from typing import List, NoReturn, Optional, Tuple, Union
 
 from executorch_device_guard import __version__, data_root
-from executorch_device_guard.jobs import default_jobs
+from executorch_device_guard.check.jobs import default_jobs
 
 
 def _check(args: argparse.Namespace) -> int:
-    from executorch_device_guard import check, models, output, signals
-    from executorch_device_guard.installed import executorch_root, executorch_version
+    from executorch_device_guard.check import matrix, models
+    from executorch_device_guard import output, signals
+    from executorch_device_guard.installation.installed import (
+        executorch_root,
+        executorch_version,
+    )
 
     # What needs no torch is refused at once, before any process starts.
     try:
@@ -47,12 +51,12 @@ def _check(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         return _usage_error(f"--jobs must be at least 1, not {args.jobs}")
     try:
-        every = check.select(args.paths, args.devices, cuda=True)
+        every = matrix.select(args.paths, args.devices, cuda=True)
         models.check_file(args.model)
         if args.log_dir:
             _refuse_protected_log_dir(args.log_dir)
-            check.prepare_log_dir(args.log_dir, every)
-    except (check.SelectionError, models.ModelSpecError) as e:
+            matrix.prepare_log_dir(args.log_dir, every)
+    except (matrix.SelectionError, models.ModelSpecError) as e:
         return _usage_error(str(e))
 
     # SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM end the run like
@@ -64,13 +68,13 @@ def _check(args: argparse.Namespace) -> int:
         return found
     rows, pairs = found
     # Rows that run_matrix left out: torch.export refused the model.
-    verdict = check.judge(rows, left_out=2 * (len(pairs) - len(rows)))
+    verdict = matrix.judge(rows, left_out=2 * (len(pairs) - len(rows)))
     # A log that cannot be written (a full disk) loses neither the table nor
     # the verdict: it is named after them.
-    log_error = check.write_logs(rows, args.log_dir) if args.log_dir else None
+    log_error = matrix.write_logs(rows, args.log_dir) if args.log_dir else None
     if args.verbose:
-        check.print_constants(rows, sys.stderr)
-        check.print_stderr(rows, sys.stderr)
+        matrix.print_constants(rows, sys.stderr)
+        matrix.print_stderr(rows, sys.stderr)
     if args.json:
         report = {
             "executorch_version": executorch_version(),
@@ -87,8 +91,8 @@ def _check(args: argparse.Namespace) -> int:
         # Every row says the same: say it once.
         print(verdict.alike)
     else:
-        print(check.format_table(rows))
-        note = check.constants_note(rows)
+        print(matrix.format_table(rows))
+        note = matrix.constants_note(rows)
         if note:
             print(note)
         print()
@@ -105,7 +109,8 @@ def _check(args: argparse.Namespace) -> int:
 def _refuse_protected_log_dir(folder: Path) -> None:
     """GuardError when ``--log-dir`` lies in the installed ExecuTorch or the
     site-packages folder that holds it (``protected``), before it is made."""
-    from executorch_device_guard import installed, protected
+    from executorch_device_guard.installation import installed
+    from executorch_device_guard import protected
     from executorch_device_guard.errors import GuardError
 
     try:
@@ -123,12 +128,12 @@ def _refuse_protected_log_dir(folder: Path) -> None:
 def _check_rows(args: argparse.Namespace) -> "Union[int, Tuple[List, List]]":
     """The matrix's rows and the (path, device) pairs selected, or an exit
     code when the model or selection is refused."""
-    from executorch_device_guard import check, probe
-    from executorch_device_guard.runner import Emitters, export_preload
+    from executorch_device_guard.check import matrix, probe
+    from executorch_device_guard.check.runner import Emitters, export_preload
 
     # Each warm parent loads the model once, for all its exports (preloaded.py).
     preload = export_preload(args.paths, model=True)
-    flows = [check.PATHS[p][0] for p in args.paths or check.PATHS]
+    flows = [matrix.PATHS[p][0] for p in args.paths or matrix.PATHS]
     with Emitters(
         warm=not args.fresh,
         preload=preload,
@@ -145,7 +150,7 @@ def _check_rows(args: argparse.Namespace) -> "Union[int, Tuple[List, List]]":
             # that cannot be built is told before ExecuTorch is imported.
             proc = emitters.call(
                 "stock",
-                "executorch_device_guard.probe:main",
+                "executorch_device_guard.check.probe:main",
                 [args.model, str(result)],
                 timeout=args.timeout,
                 after="torch",
@@ -172,12 +177,12 @@ def _check_rows(args: argparse.Namespace) -> "Union[int, Tuple[List, List]]":
         if found.answer["model_error"]:
             return _usage_error(found.answer["model_error"])
         try:
-            pairs = check.select(args.paths, args.devices, found.answer["cuda"])
-        except check.SelectionError as e:
+            pairs = matrix.select(args.paths, args.devices, found.answer["cuda"])
+        except matrix.SelectionError as e:
             return _usage_error(str(e))
         if not emitters.warm:
             _say_model_cost(found.answer, 2 * len(pairs))
-        rows = check.run_matrix(
+        rows = matrix.run_matrix(
             emitters, args.model, pairs, jobs=args.jobs, timeout=args.timeout
         )
         if args.verbose:
@@ -208,7 +213,7 @@ def _usage_error(message: str) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from executorch_device_guard.run import run_command
+    from executorch_device_guard.installation.run import run_command
 
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not command:
@@ -219,7 +224,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from executorch_device_guard import installed, signals
+    from executorch_device_guard.installation import installed
+    from executorch_device_guard import signals
     from executorch_device_guard.patchset import patched_files
 
     signals.raise_on_terminate()  # SIGTERM, SIGHUP: one line, as for Ctrl-C
@@ -246,7 +252,7 @@ def _status(args: argparse.Namespace) -> int:
 def _aligned(lines: List[str]) -> List[str]:
     """``status``'s file lines (``  STATE PATH ...``) with their paths in one
     column, however long the longest state (``not shipped``) is."""
-    from executorch_device_guard.installed import FileState
+    from executorch_device_guard.installation.installed import FileState
 
     states = "|".join(re.escape(s.value) for s in FileState)
     found = [re.fullmatch(rf"  ({states}) +(\S.*)", line) for line in lines]
@@ -258,7 +264,8 @@ def _aligned(lines: List[str]) -> List[str]:
 
 
 def _apply(args: argparse.Namespace) -> int:
-    from executorch_device_guard import installed, signals
+    from executorch_device_guard.installation import installed
+    from executorch_device_guard import signals
     from executorch_device_guard.patchset import patched_files
 
     signals.raise_on_terminate()
@@ -276,7 +283,8 @@ def _apply(args: argparse.Namespace) -> int:
 
 
 def _revert(args: argparse.Namespace) -> int:
-    from executorch_device_guard import installed, signals
+    from executorch_device_guard.installation import installed
+    from executorch_device_guard import signals
     from executorch_device_guard.patchset import patched_files
 
     signals.raise_on_terminate()
@@ -379,7 +387,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _wait_option(command: argparse.ArgumentParser, reads: bool = False) -> None:
-    from executorch_device_guard.lock import DEFAULT_WAIT, STATUS_WAIT
+    from executorch_device_guard.installation.lock import DEFAULT_WAIT, STATUS_WAIT
 
     then = (
         "before reading without it, saying who holds it"

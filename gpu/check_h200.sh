@@ -24,7 +24,7 @@ summary="$work/summary.txt"
     echo "cores: $(nproc); memory: $(free -g | awk '/Mem:/ {print $2 " GiB, " $7 " GiB available"}')"
     python3 -c "import sys, torch, torchvision; print('python', sys.version.split()[0], 'torch', torch.__version__, 'torchvision', torchvision.__version__)"
 } >"$summary" 2>&1
-preload=$(python3 -c "from executorch_device_guard.runner import EXPORT_PRELOAD as p; print(' '.join(n.rstrip('?') for n in p))")
+preload=$(python3 -c "from executorch_device_guard.check.runner import EXPORT_PRELOAD as p; print(' '.join(n.rstrip('?') for n in p))")
 # threads-plain: the machine's own environment; threads-warm: the warm
 # parent's (warm.WarmParent sets these variables).
 OPENBLAS_NUM_THREADS=1 PYTHONPATH="$PYTHONPATH:$PWD" \

@@ -15,7 +15,7 @@ ET=1.5.1 source gpu/install.sh || exit
 tail -c 8000 "$out/cuda-start-probe.txt"
 # The same as a warm parent now runs (no GPU visible: warm.WarmParent), on
 # through check's preloads to the pattern graphs (warmup.py).
-preload=$(python3 -c "from executorch_device_guard.runner import EXPORT_PRELOAD as p; print(' '.join(n.rstrip('?') for n in p))")
+preload=$(python3 -c "from executorch_device_guard.check.runner import EXPORT_PRELOAD as p; print(' '.join(n.rstrip('?') for n in p))")
 {
     date -u
     OPENBLAS_NUM_THREADS=1 CUDA_VISIBLE_DEVICES= PYTORCH_NVML_BASED_CUDA_CHECK=1 \

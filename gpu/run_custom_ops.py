@@ -102,7 +102,7 @@ def main(out: Path, gpu: str) -> int:
     import torch
 
     sys.path.insert(0, str(REPO))
-    from executorch_device_guard.installed import executorch_root
+    from executorch_device_guard.installation.installed import executorch_root
 
     out.mkdir(parents=True, exist_ok=True)
     root = executorch_root()

@@ -34,10 +34,10 @@ from typing import Dict, List
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from executorch_device_guard import check  # noqa: E402
-from executorch_device_guard.installed import executorch_root  # noqa: E402
-from executorch_device_guard.runner import Emitters, EMITTERS  # noqa: E402
-from executorch_device_guard.series_files import (  # noqa: E402
+from executorch_device_guard.check import matrix  # noqa: E402
+from executorch_device_guard.installation.installed import executorch_root  # noqa: E402
+from executorch_device_guard.check.runner import Emitters, EMITTERS  # noqa: E402
+from executorch_device_guard.check.series_files import (  # noqa: E402
     pytest_outcomes,
     series_test_modules,
     upstream_tests,
@@ -223,9 +223,9 @@ def main(out: Path, steps: List[str]) -> int:
         # 3. The check matrix, with the real CUDA row.
         save(out, summary)
         if "check" in steps:
-            pairs = check.cases(devices=["cuda"], cuda=True)
-            rows = check.run_matrix(emitters, "issue", pairs, jobs=4)
-            table = check.format_table(rows)
+            pairs = matrix.cases(devices=["cuda"], cuda=True)
+            rows = matrix.run_matrix(emitters, "issue", pairs, jobs=4)
+            table = matrix.format_table(rows)
             (out / "check-table.txt").write_text(table + "\n")
             summary["check"] = {
                 "rows": [row.as_json() for row in rows],

@@ -6,7 +6,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 source gpu/install.sh
 export PYTHONPATH="$PYTHONPATH:$PWD" OPENBLAS_NUM_THREADS=1
-modules=$(python3 -c 'from executorch_device_guard.runner import EXPORT_PRELOAD as p; print(" ".join(m.rstrip("?") for m in p))')
+modules=$(python3 -c 'from executorch_device_guard.check.runner import EXPORT_PRELOAD as p; print(" ".join(m.rstrip("?") for m in p))')
 nproc; python3 -c 'import torch; print(torch.__version__, torch.cuda.get_device_name(0))'
 python3 gpu/thread_probe.py $modules 2>&1 | grep -v "^W[0-9]" | tee "$out/thread-probe.txt"
 for i in 1 2 3; do

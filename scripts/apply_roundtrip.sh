@@ -21,7 +21,7 @@ if [ ! -x "$py" ] || [ ! -x "$venv/bin/executorch-device-guard" ]; then
     exit 2
 fi
 guard="$venv/bin/executorch-device-guard"
-root=$("$py" -c 'from executorch_device_guard.installed import executorch_root; print(executorch_root())')
+root=$("$py" -c 'from executorch_device_guard.installation.installed import executorch_root; print(executorch_root())')
 hashes() { (cd "$root" && find . -type f ! -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum); }
 before=$(mktemp); after=$(mktemp)
 hashes > "$before"

@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from executorch_device_guard import data_root  # noqa: E402
-from executorch_device_guard.installed import (  # noqa: E402
+from executorch_device_guard.installation.installed import (  # noqa: E402
     BACKPORT,
     classify,
     form,

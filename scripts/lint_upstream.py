@@ -26,9 +26,9 @@ from typing import Dict, List
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from executorch_device_guard import installed  # noqa: E402
+from executorch_device_guard.installation import installed  # noqa: E402
 from executorch_device_guard.errors import GuardError  # noqa: E402
-from executorch_device_guard.series_files import (  # noqa: E402
+from executorch_device_guard.check.series_files import (  # noqa: E402
     changed_files,
     new_files,
 )

@@ -24,7 +24,7 @@ from typing import List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from executorch_device_guard.runner import Emitters, EMITTERS  # noqa: E402
+from executorch_device_guard.check.runner import Emitters, EMITTERS  # noqa: E402
 
 TESTS = [
     "exir/emit/test/test_emit.py",

@@ -25,12 +25,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from executorch_device_guard.installed import (  # noqa: E402
+from executorch_device_guard.installation.installed import (  # noqa: E402
     executorch_root,
     executorch_version,
 )
-from executorch_device_guard.runner import Emitters  # noqa: E402
-from executorch_device_guard.series_files import (  # noqa: E402
+from executorch_device_guard.check.runner import Emitters  # noqa: E402
+from executorch_device_guard.check.series_files import (  # noqa: E402
     pytest_outcomes,
     series_test_modules,
     upstream_tests,

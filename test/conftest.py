@@ -9,7 +9,7 @@ from typing import Iterator
 
 import pytest
 
-from executorch_device_guard.runner import Emitters
+from executorch_device_guard.check.runner import Emitters
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -10,7 +10,7 @@
 
 The upstream tests stand in device memory with readable host memory, so that
 an unguarded read fails as a test. Here the data pointer points at no-access
-memory (see executorch_device_guard.fake_device), as a GPU's does from the
+memory (see executorch_device_guard.check.fake_device), as a GPU's does from the
 host: an unguarded read kills the process with SIGSEGV exactly as on a real
 GPU, and a guarded one raises an error naming the device (exit code 1).
 """
@@ -21,7 +21,7 @@ import sys
 from typing import Callable, Dict
 
 import torch
-from executorch_device_guard.fake_device import (
+from executorch_device_guard.check.fake_device import (
     keep_device_claims,
     NoAccessMemory,
     on_device,

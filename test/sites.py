@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
 from conftest import REPO
-from executorch_device_guard import installed
-from executorch_device_guard.installed import executorch_root, FileState
+from executorch_device_guard.installation import installed
+from executorch_device_guard.installation.installed import executorch_root, FileState
 from executorch_device_guard.patchset import apply_all, patched_files
 
 # Every target of the series, and those the installed ExecuTorch ships and

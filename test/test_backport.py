@@ -18,8 +18,8 @@ import sys
 import pytest
 
 from conftest import REPO
-from executorch_device_guard import installed
-from executorch_device_guard.installed import FileState
+from executorch_device_guard.installation import installed
+from executorch_device_guard.installation.installed import FileState
 from executorch_device_guard.patchset import (
     FilePatch,
     Form,

@@ -367,7 +367,7 @@ def test_which_kept_bytecode_python_could_run_instead() -> None:
     its size, unless old and new have the same size: then it goes. A
     checked-hash one is always checked; an unchecked-hash one goes unless it
     is the new text's."""
-    from executorch_device_guard import bytecode
+    from executorch_device_guard.installation import bytecode
 
     magic = importlib.util.MAGIC_NUMBER
     mtime_ns = OLD

@@ -21,9 +21,9 @@ import pytest
 import torch
 
 from conftest import REPO
-from executorch_device_guard import check
-from executorch_device_guard.check import Row
-from executorch_device_guard.runner import Outcome
+from executorch_device_guard.check import matrix
+from executorch_device_guard.check.matrix import Row
+from executorch_device_guard.check.runner import Outcome
 from sites import make_site, snapshot
 from throwaway import copy_of_installed_executorch, leftovers, survivors
 
@@ -87,7 +87,7 @@ def test_a_bundled_device_row_compares_host_copies_of_its_own_tensors() -> None:
     cpu = Row("bundled", "cpu", {"stock": bundled("cc"), "patched": bundled("cc")})
     same = Row("bundled", "cuda", {"stock": crash, "patched": bundled("gg", "gg")})
     assert same.problems == [] and same.reached
-    verdict = check.judge([cpu, same])
+    verdict = matrix.judge([cpu, same])
     assert verdict.exit_code == 0, verdict.lines()
     assert verdict.lines()[-1].startswith(
         "OK: patched ExecuTorch crashes nowhere, names the device in every "
@@ -95,7 +95,7 @@ def test_a_bundled_device_row_compares_host_copies_of_its_own_tensors() -> None:
     )
     differs = Row("bundled", "cuda", {"stock": crash, "patched": bundled("gg", "hh")})
     assert "differs from the bundle of their host copies" in differs.problems[0]
-    assert check.judge([cpu, differs]).exit_code == 1
+    assert matrix.judge([cpu, differs]).exit_code == 1
     # On every other path, a device's data read as if it were the host's.
     # A child that made no bundle of host copies (another form of the tool's
     # child) gives no verdict, not a FAIL.
@@ -615,10 +615,10 @@ def test_a_device_row_where_both_succeed_checks_nothing() -> None:
         assert "no constant data reached" in row.unchecked
         assert not row.reached
     rows = [Row("emitter", "fake:cuda:0", {"stock": Ok, "patched": Ok})]
-    assert check.judge(rows).exit_code == 3
+    assert matrix.judge(rows).exit_code == 3
     n_a = Outcome(0, {"outcome": "n/a", "message": "kwargs"}, "")
     rows = [Row("bundled", d, {"stock": n_a, "patched": n_a}) for d in ("cpu", "meta")]
-    assert check.judge(rows).exit_code == 3
+    assert matrix.judge(rows).exit_code == 3
     # One row that reached the read is a verdict.
     reached = Row(
         "emitter",
@@ -626,7 +626,7 @@ def test_a_device_row_where_both_succeed_checks_nothing() -> None:
         {"stock": Outcome(-11, None, ""), "patched": Outcome(1, NAMED, "")},
     )
     assert reached.reached
-    assert check.judge(rows + [reached]).exit_code == 0
+    assert matrix.judge(rows + [reached]).exit_code == 0
 
 
 def test_the_patch_is_judged_only_where_it_acts() -> None:
@@ -645,7 +645,7 @@ def test_the_patch_is_judged_only_where_it_acts() -> None:
         row = Row("emitter", device, {"stock": fails, "patched": fails})
         assert row.problems == [] and row.tool_errors == [], device
         assert "does not export this model with stock ExecuTorch either" in row.unchecked
-    assert check.judge([row]).exit_code == 3
+    assert matrix.judge([row]).exit_code == 3
     # After the move, failing alike on a fake device is the tool's fault.
     after = Outcome(1, export_error("no attribute 'x'"), "")
     row = Row("emitter", "fake:cuda:0", {"stock": after, "patched": after})
@@ -672,7 +672,7 @@ def test_a_crash_alike_before_the_device_is_not_blamed_on_the_patch() -> None:
         assert row.problems == [] and row.tool_errors == [], device
         assert "does not export this model with stock ExecuTorch either" in row.unchecked
         assert "SIGSEGV" in row.unchecked
-    assert check.judge([row]).exit_code == 3
+    assert matrix.judge([row]).exit_code == 3
     # On CPU the whole export is before any device.
     row = Row("emitter", "cpu", {"stock": crash(None), "patched": crash(None)})
     assert row.problems == [] and "crash with SIGSEGV" in row.unchecked
@@ -685,7 +685,7 @@ def test_a_crash_alike_before_the_device_is_not_blamed_on_the_patch() -> None:
     for stock in (Ok, Outcome(1, export_error("x", "export"), ""), crash("export", 7)):
         row = Row("emitter", "cpu", {"stock": stock, "patched": crash("export")})
         assert "patched emitter crashed" in " ".join(row.problems)
-        assert check.judge([row]).exit_code == 1
+        assert matrix.judge([row]).exit_code == 1
 
 
 SEGFAULTING_FORWARD = """
@@ -840,7 +840,7 @@ def test_an_executorch_folder_here_changes_no_result(tmp_path: Path) -> None:
 
 
 def test_paths_and_devices_given_twice_run_once() -> None:
-    pairs = check.select(["emitter", "emitter"], ["cpu", "cpu", "meta"], False)
+    pairs = matrix.select(["emitter", "emitter"], ["cpu", "cpu", "meta"], False)
     assert pairs == [("emitter", "cpu"), ("emitter", "meta")]
 
 
@@ -1002,7 +1002,7 @@ def test_a_child_that_imports_another_executorch_is_a_tool_error(
 ) -> None:
     """A sitecustomize puts the installed ExecuTorch before the overlay: the
     children say which they imported, and the tool refuses to judge."""
-    from executorch_device_guard.installed import executorch_root
+    from executorch_device_guard.installation.installed import executorch_root
 
     custom = tmp_path / "custom"
     custom.mkdir()
@@ -1309,7 +1309,7 @@ def test_json_verbose_holds_no_temporary_path(tmp_path: Path) -> None:
 
 
 def test_the_user_pythonpath_comes_before_the_tools_own_location(emitters, monkeypatch):
-    from executorch_device_guard import runner
+    from executorch_device_guard.check import runner
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["/user/a", "/user/b"]))
     parts = emitters.env("patched")["PYTHONPATH"].split(os.pathsep)
@@ -1401,7 +1401,7 @@ def test_lstm_with_nested_inputs_on_every_path() -> None:
 FAULTY_TOOL_MODEL = """
 import torch
 
-from executorch_device_guard import fake_device, models
+from executorch_device_guard.check import fake_device, models
 
 
 def _model():
@@ -1477,7 +1477,7 @@ def test_tool_error_results_are_no_verdict() -> None:
             "patched: the tool failed moving the model and its inputs to cpu: "
             "KeyError: 'x'",
         ]
-        assert check.judge([row]).exit_code == 3
+        assert matrix.judge([row]).exit_code == 3
 
 
 def test_rows_that_fail_alike_before_the_device_are_said_once() -> None:
@@ -1490,7 +1490,7 @@ def test_rows_that_fail_alike_before_the_device_are_said_once() -> None:
         Row(path, device, {"stock": fails("guard"), "patched": fails("guard")})
         for path, device in (("emitter", "cpu"), ("xnnpack", "fake:cuda:0"))
     ] + [Row("bundled", "cpu", {"stock": n_a, "patched": n_a})]
-    verdict = check.judge(rows)
+    verdict = matrix.judge(rows)
     assert verdict.exit_code == 3
     assert verdict.lines() == [
         "NO VERDICT: the model does not export with stock or patched "
@@ -1505,7 +1505,7 @@ def test_rows_that_fail_alike_before_the_device_are_said_once() -> None:
         {"stock": Outcome(-11, None, ""), "patched": Outcome(1, NAMED, "")},
     )
     for extra in (other, reached):
-        assert check.judge(rows + [extra]).alike is None
+        assert matrix.judge(rows + [extra]).alike is None
     # Lowering fails alike on every path, under each path's name for it.
     lowering = [
         Row(path, "cpu", {"stock": fails("bad", step), "patched": fails("bad", step)})
@@ -1515,7 +1515,7 @@ def test_rows_that_fail_alike_before_the_device_are_said_once() -> None:
         )
     ]
     assert "ExecuTorch: to_edge_transform_and_lower and to_edge fails with " in (
-        check.judge(lowering).alike
+        matrix.judge(lowering).alike
     )
 
 
@@ -1542,11 +1542,11 @@ def test_only_torch_export_refusing_the_model_stops_the_matrix() -> None:
     assert not row("cpu", lowering, lowering).refused_by_torch_export
     assert not row("cpu", export, Ok).refused_by_torch_export
     # What was left out is said: in the one line, or under NOT CHECKED.
-    alike = check.judge([row("cpu", export, export)], left_out=18)
+    alike = matrix.judge([row("cpu", export, export)], left_out=18)
     assert alike.exit_code == 3
     assert "so check stopped there (18 of 20 exports left out;" in alike.alike
     reached = row("cuda", Outcome(-11, None, ""), Outcome(1, NAMED, ""))
-    mixed = check.judge([row("cpu", export, export), reached], left_out=16)
+    mixed = matrix.judge([row("cpu", export, export), reached], left_out=16)
     assert mixed.alike is None and mixed.exit_code == 0
     assert mixed.unchecked[-1] == (
         "16 other exports: left out, as torch.export refused the model, which "
@@ -1588,7 +1588,7 @@ def test_the_table_shows_whole_constant_names() -> None:
             },
         ),
     ]
-    lines = check.format_table(rows).splitlines()
+    lines = matrix.format_table(rows).splitlines()
     assert lines[2].endswith(f"InternalError: '{name}' is on device cuda:0 ...")
     assert lines[3].endswith(
         "RuntimeError: Bundled expected output 2 of test case 0 of method "
@@ -1711,7 +1711,7 @@ def test_mistakes_found_without_torch_are_told_in_under_a_second(
 LOOKUP = """
 import sys
 
-from executorch_device_guard import models
+from executorch_device_guard.check import models
 
 models.check_file(sys.argv[1])
 print(sorted(m for m in ("torch", "executorch") if m in sys.modules))
@@ -1827,7 +1827,7 @@ def test_each_row_lists_every_constant_on_its_guarded_path(tmp_path: Path) -> No
 
 
 def test_failures_are_normalised_for_comparison_only_where_runs_vary() -> None:
-    from executorch_device_guard.failures import normalised
+    from executorch_device_guard.check.failures import normalised
 
     assert normalised("{'b', 'a'} at 0x7f00aa and id=42") == "{'a', 'b'} at 0x? and id=?"
     assert normalised("frozenset({'x, y', 'a'})") == "frozenset({'a', 'x, y'})"

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Dict, List
 
 import executorch_device_guard
-from executorch_device_guard import check
-from executorch_device_guard.check import Row
-from executorch_device_guard.runner import Outcome
+from executorch_device_guard.check import matrix
+from executorch_device_guard.check.matrix import Row
+from executorch_device_guard.check.runner import Outcome
 
 MODELS = Path(__file__).resolve().parent / "models"
 # The tool under test: the one this process imported.
@@ -77,7 +77,7 @@ def test_a_device_row_that_fails_as_its_paths_cpu_row_is_not_checked() -> None:
         Row("emitter", "fake:cuda:0", alike(fake)),
         Row("emitter", "fake:mps:0", alike(fake)),
     ]
-    verdict = check.judge(rows)
+    verdict = matrix.judge(rows)
     assert verdict.tool_errors == [] and verdict.problems == []
     assert verdict.exit_code == 3
     assert len(verdict.unchecked) == 1, verdict.unchecked
@@ -95,11 +95,11 @@ def test_a_fake_row_that_fails_where_its_cpu_row_does_not_stays_a_tool_error() -
         Row("vulkan", "cpu", {"stock": cpu_ok, "patched": cpu_ok}),
         Row("vulkan", "fake:cuda:0", alike(fake)),
     ]
-    verdict = check.judge(rows)
+    verdict = matrix.judge(rows)
     assert len(verdict.tool_errors) == 1 and verdict.exit_code == 3
     # Another step or another type than on cpu: not the cpu row's failure.
     rows[0] = Row("vulkan", "cpu", alike(error("boom", "torch.export", "export")))
-    assert check.judge(rows).tool_errors != []
+    assert matrix.judge(rows).tool_errors != []
 
 
 def test_messages_that_differ_only_in_set_order_or_addresses_are_alike() -> None:
@@ -127,13 +127,13 @@ def test_messages_that_differ_only_in_set_order_or_addresses_are_alike() -> None
             },
         ),
     ]
-    verdict = check.judge(rows)
+    verdict = matrix.judge(rows)
     assert verdict.problems == [], verdict.problems
     assert verdict.exit_code == 3
     # Another step or another type is another failure.
     other = error(SWAPPED, "to_edge_transform_and_lower", "export")
     rows[0].outcomes["patched"] = Outcome(1, other, "")
-    assert check.judge(rows).problems != []
+    assert matrix.judge(rows).problems != []
 
 
 HASH_MODEL = """

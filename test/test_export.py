@@ -18,8 +18,8 @@ from typing import Dict, List
 import pytest
 
 from conftest import REPO
-from executorch_device_guard import installed
-from executorch_device_guard.installed import executorch_root, FileState
+from executorch_device_guard.installation import installed
+from executorch_device_guard.installation.installed import executorch_root, FileState
 from executorch_device_guard.patchset import (
     apply_all,
     is_test,

@@ -7,7 +7,7 @@
 """Every guard fails first: on stock ExecuTorch, tests fail and reads crash.
 
 Everything runs in child processes against overlays of the installed
-ExecuTorch (see executorch_device_guard.overlay): stock as installed, and
+ExecuTorch (see executorch_device_guard.installation.overlay): stock as installed, and
 patched. The installation itself is never touched.
 
 - Each commit of the series alone, as its pull request lands: a series of
@@ -39,10 +39,10 @@ from typing import Dict, Tuple
 import pytest
 
 from conftest import REPO
-from executorch_device_guard.installed import executorch_root
+from executorch_device_guard.installation.installed import executorch_root
 from executorch_device_guard.patchset import read_series
-from executorch_device_guard.runner import Emitters
-from executorch_device_guard.series_files import (
+from executorch_device_guard.check.runner import Emitters
+from executorch_device_guard.check.series_files import (
     build_test_modules,
     pytest_outcomes,
     series_test_modules,

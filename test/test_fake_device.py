@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from conftest import REPO
-from executorch_device_guard.fake_device import (
+from executorch_device_guard.check.fake_device import (
     is_fake,
     keep_device_claims,
     on_device,
@@ -82,7 +82,7 @@ def test_meta_is_a_real_move() -> None:
 def test_a_host_read_crashes(read: str) -> None:
     code = (
         "import ctypes, torch\n"
-        "from executorch_device_guard.fake_device import on_device, "
+        "from executorch_device_guard.check.fake_device import on_device, "
         "keep_device_claims\n"
         "with keep_device_claims():\n"
         "    t = on_device(torch.ones(4, 4).t(), 'cuda:0')\n"

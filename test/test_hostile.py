@@ -172,7 +172,7 @@ def test_the_same_refusals_without_dir_fd_support(
     tmp_path: Path, site: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """Where the OS cannot open folders (Windows), paths are checked instead."""
-    from executorch_device_guard import confined, installed
+    from executorch_device_guard.installation import confined, installed
     from executorch_device_guard.errors import GuardError
 
     monkeypatch.setattr(confined, "_DIR_FD", False)
@@ -268,7 +268,7 @@ def test_refuses_another_users_file_anywhere(
 ) -> None:
     """The same refusal for any user: files owned by someone else (here, by
     pretending to be another user) are not replaced."""
-    from executorch_device_guard import installed
+    from executorch_device_guard.installation import installed
     from executorch_device_guard.errors import GuardError
 
     before = snapshot(tmp_path)
@@ -438,7 +438,7 @@ def test_an_edit_in_the_instant_of_the_rename_is_put_back(
     """Case 1, the narrowest window: a write to the old file between the
     last comparison and the rename lands in a file that the rename takes
     away. apply sees it on the old file and puts what it holds back."""
-    from executorch_device_guard import installed
+    from executorch_device_guard.installation import installed
     from executorch_device_guard.errors import GuardError
 
     emitter = site / "executorch" / EMITTER
@@ -644,7 +644,8 @@ def test_a_huge_sparse_target_is_not_read(
 # Imports the CLI, then leaves it 16 MiB more address space than it holds.
 _SQUEEZED = """
 import re, resource, sys
-from executorch_device_guard import cli, confined, installed, lock, patchset
+from executorch_device_guard import cli, patchset
+from executorch_device_guard.installation import confined, installed, lock
 with open("/proc/self/status") as f:
     vm = int(re.search(r"VmSize:\\s+(\\d+) kB", f.read()).group(1)) << 10
 resource.setrlimit(resource.RLIMIT_AS, (vm + (16 << 20), vm + (16 << 20)))

@@ -7,8 +7,8 @@
 """apply and revert, interrupted at every step that writes.
 
 The test hook ``EXECUTORCH_DEVICE_GUARD_TEST_FAULT=step:N:SIGNAL`` (see
-``executorch_device_guard.faults``) sends the CLI a signal at its N-th write
-step; N runs from 1 until a run finishes before reaching it. After each
+``executorch_device_guard.installation.faults``) sends the CLI a signal at its
+N-th write step; N runs from 1 until a run finishes before reaching it. After each
 interrupted run every file must be whole (stock or patched, by hash), nothing
 outside the package may have changed, ``status`` must report each file as it
 is, and the same command must then complete, as must the opposite one.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from executorch_device_guard import installed
+from executorch_device_guard.installation import installed
 from sites import (
     assert_only_targets_changed,
     cli,

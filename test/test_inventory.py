@@ -9,7 +9,7 @@ and device."""
 
 import torch
 
-from executorch_device_guard import inventory
+from executorch_device_guard.check import inventory
 
 
 class Covered(torch.nn.Module):

@@ -8,7 +8,7 @@
 
 import pytest
 
-from executorch_device_guard import jobs
+from executorch_device_guard.check import jobs
 
 GIB = 1 << 30
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from executorch_device_guard import models
-from executorch_device_guard.models import ModelSpecError
+from executorch_device_guard.check import models
+from executorch_device_guard.check.models import ModelSpecError
 
 USER_MODELS = """
 import torch
@@ -338,7 +338,7 @@ match 1:
 
 def test_every_name_the_source_binds_is_found(tmp_path: Path) -> None:
     """A name the import would find is never reported missing."""
-    from executorch_device_guard import source_names
+    from executorch_device_guard.check import source_names
 
     path = tmp_path / "bound.py"
     path.write_text(BOUND_EVERY_WAY)
@@ -385,7 +385,7 @@ def test_a_missing_dependency_is_named(tmp_path: Path) -> None:
 def test_every_case_but_cuda_exports_the_model_from_cpu(monkeypatch, tmp_path: Path):
     """A factory may build the model off CPU (``model.cuda()``): the child
     moves it, and its inputs, to CPU for every case but a real CUDA one."""
-    from executorch_device_guard import child
+    from executorch_device_guard.check import child
 
     moved = []
 
@@ -523,7 +523,7 @@ def model():
 def test_nested_inputs_and_outputs_are_bundled_flat(tmp_path: Path) -> None:
     """Tuples, lists and dicts, at any depth: moved as they are, and the
     bundled test case holds them flattened, as the program's inputs."""
-    from executorch_device_guard import child
+    from executorch_device_guard.check import child
 
     path = tmp_path / "nested.py"
     path.write_text(NESTED)
@@ -607,7 +607,7 @@ def test_a_model_in_a_folder_whose_name_has_a_colon(tmp_path: Path) -> None:
 _LIMITED_CHECK = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
-from executorch_device_guard import models
+from executorch_device_guard.check import models
 try:
     models.check_file(sys.argv[1])
 except models.ModelSpecError as e:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from executorch_device_guard import installed
+from executorch_device_guard.installation import installed
 from sites import (
     assert_only_targets_changed,
     cli,
@@ -130,7 +130,7 @@ def test_the_package_swapped_while_waiting_for_the_lock(
 def test_gives_up_when_the_folder_keeps_being_replaced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from executorch_device_guard import confined
+    from executorch_device_guard.installation import confined
     from executorch_device_guard.errors import GuardError
 
     site = make_site(tmp_path / "site")

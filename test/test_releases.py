@@ -42,7 +42,7 @@ from typing import Dict, Optional
 import pytest
 
 from conftest import REPO
-from executorch_device_guard.installed import executorch_root
+from executorch_device_guard.installation.installed import executorch_root
 from sites import cli, FAULT, make_site, one_line_error, snapshot
 
 WHEELS = REPO / ".releases"  # not .whl/, which gpu/ installs whole

@@ -29,7 +29,7 @@ from typing import Dict, Tuple
 import pytest
 
 from conftest import REPO
-from executorch_device_guard.installed import executorch_root
+from executorch_device_guard.installation.installed import executorch_root
 from sites import make_site, snapshot
 from throwaway import copy_of_installed_executorch, leftovers, survivors
 
@@ -38,7 +38,7 @@ import os, sys, time
 import torch
 from executorch.exir import to_edge_transform_and_lower
 from torch.export import export
-from executorch_device_guard.fake_device import on_device
+from executorch_device_guard.check.fake_device import on_device
 
 print("overlay:", os.environ["PYTHONPATH"].split(os.pathsep)[0], flush=True)
 if "--wait" in sys.argv:
@@ -521,7 +521,7 @@ IMPORTS_EXECUTORCH = "import sys\nimport executorch.exir\nsys.exit(3)\n"
     ],
 )
 def test_a_command_line_that_drops_pythonpath_is_refused(argv, option) -> None:
-    from executorch_device_guard.run import drops_pythonpath
+    from executorch_device_guard.installation.run import drops_pythonpath
 
     assert drops_pythonpath(argv) == option
 
@@ -543,7 +543,7 @@ def test_a_command_line_that_drops_pythonpath_is_refused(argv, option) -> None:
     ],
 )
 def test_a_command_line_that_keeps_pythonpath_runs(argv) -> None:
-    from executorch_device_guard.run import drops_pythonpath
+    from executorch_device_guard.installation.run import drops_pythonpath
 
     assert drops_pythonpath(argv) is None
 
@@ -632,7 +632,7 @@ def test_a_command_without_executorch_gets_a_quiet_note(tmp_env) -> None:
 )
 def test_a_refusal_names_the_program_that_drops_pythonpath(argv, shown) -> None:
     from executorch_device_guard.errors import GuardError
-    from executorch_device_guard.run import refuse_dropped_pythonpath
+    from executorch_device_guard.installation.run import refuse_dropped_pythonpath
 
     with pytest.raises(GuardError) as error:
         refuse_dropped_pythonpath(argv)
@@ -690,7 +690,10 @@ def test_a_run_inside_a_run_takes_only_a_patched_overlay(
     its files: the patched overlay of the installed ExecuTorch, name for
     name. A stock overlay, or a patched one with a file added or missing,
     is refused."""
-    from executorch_device_guard.overlay import build_overlay, inspect_targets
+    from executorch_device_guard.installation.overlay import (
+        build_overlay,
+        inspect_targets,
+    )
     from executorch_device_guard.patchset import patched_files
 
     root = executorch_root()
@@ -951,7 +954,7 @@ def test_an_import_of_the_overlay_that_failed_is_not_blamed_on_pythonpath(
 def test_the_import_markers_keep_every_line_number() -> None:
     """The start marker takes the place of a blank line after the docstring
     and __future__ imports, outside any statement; the end code is appended."""
-    from executorch_device_guard.run import with_markers
+    from executorch_device_guard.installation.run import with_markers
 
     text = (
         b'"""Doc."""\n\nfrom __future__ import annotations\n\nx = (\n\n    1)\n\n'

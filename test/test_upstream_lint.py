@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from conftest import REPO
-from executorch_device_guard.installed import executorch_root
+from executorch_device_guard.installation.installed import executorch_root
 from executorch_device_guard.patchset import patched_files, read_series
 
 SCRIPT = REPO / "scripts" / "lint_upstream.py"

@@ -22,8 +22,8 @@ from typing import Iterator
 import pytest
 
 from conftest import REPO
-from executorch_device_guard import warm
-from executorch_device_guard.runner import Emitters, EMITTERS
+from executorch_device_guard.check import warm
+from executorch_device_guard.check.runner import Emitters, EMITTERS
 
 pytestmark = pytest.mark.skipif(not warm.available(), reason="needs os.fork")
 
@@ -305,7 +305,11 @@ def torch_cuda_available() -> bool:
 
 def test_the_pattern_graphs_are_made_only_for_the_paths_that_match_them() -> None:
     """check --paths emitter bundled: no lowering, no pattern graphs to make."""
-    from executorch_device_guard.runner import EXPORT_PRELOAD, WARM_UP, export_preload
+    from executorch_device_guard.check.runner import (
+        EXPORT_PRELOAD,
+        WARM_UP,
+        export_preload,
+    )
 
     assert export_preload(None) == EXPORT_PRELOAD
     assert export_preload(["emitter", "vulkan"]) == EXPORT_PRELOAD

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import List
 
-from executorch_device_guard.installed import executorch_root
+from executorch_device_guard.installation.installed import executorch_root
 
 
 def copy_of_installed_executorch(site: Path) -> Path:

@@ -35,7 +35,7 @@ import types
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from executorch_device_guard import source_names
+from executorch_device_guard.check import source_names
 
 FORMS = (
     "a (torch.nn.Module, example_inputs) tuple, an EagerModelBase-style class "

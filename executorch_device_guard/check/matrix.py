@@ -43,9 +43,16 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, TextIO, Tuple
 
-from executorch_device_guard import failures, faults, userfiles
+from executorch_device_guard.check import failures
+from executorch_device_guard.installation import faults
+from executorch_device_guard import userfiles
 from executorch_device_guard.errors import GuardError
-from executorch_device_guard.runner import DEFAULT_TIMEOUT, Emitters, EMITTERS, Outcome
+from executorch_device_guard.check.runner import (
+    DEFAULT_TIMEOUT,
+    Emitters,
+    EMITTERS,
+    Outcome,
+)
 
 FAKE_DEVICES = ["fake:cuda:0", "fake:mps:0", "fake:xpu:0"]
 
@@ -897,7 +904,7 @@ def _write_log(path: Path, text: str) -> None:
 
 def print_constants(rows: List[Row], out: TextIO) -> None:
     """Each row's constants on its guarded path, one per line."""
-    from executorch_device_guard.inventory import line
+    from executorch_device_guard.check.inventory import line
 
     print("\nconstants on each row's guarded path:", file=out)
     for row in rows:

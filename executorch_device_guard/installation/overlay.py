@@ -35,10 +35,10 @@ import os
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from executorch_device_guard import installed as _installed, lock
-from executorch_device_guard.confined import read_file, Unsafe
+from executorch_device_guard.installation import installed as _installed, lock
+from executorch_device_guard.installation.confined import read_file, Unsafe
 from executorch_device_guard.errors import GuardError
-from executorch_device_guard.installed import FileState, Inspection
+from executorch_device_guard.installation.installed import FileState, Inspection
 from executorch_device_guard.patchset import FilePatch
 
 # Set for every Python process that runs with an overlay.

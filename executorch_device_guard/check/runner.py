@@ -6,7 +6,7 @@
 
 """Runs exports in child processes against the stock or the patched emitter.
 
-Each overlay gets a warm parent (executorch_device_guard.warm) that has
+Each overlay gets a warm parent (executorch_device_guard.check.warm) that has
 imported torch and ExecuTorch once; each export is a child forked from it,
 a real CUDA one too (the parent never starts CUDA; its child does).
 Platforms without fork, a parent that cannot fork safely (it has threads),
@@ -42,17 +42,22 @@ import threading
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from executorch_device_guard import data_root, failures, preloaded, tempdirs, warm
-from executorch_device_guard.child import OUTCOMES
+from executorch_device_guard import data_root, tempdirs
+from executorch_device_guard.check import failures, preloaded, warm
+from executorch_device_guard.check.child import OUTCOMES
 from executorch_device_guard.errors import GuardError
-from executorch_device_guard.installed import executorch_root
-from executorch_device_guard.overlay import build_overlay, inspect_targets, NO_BYTECODE
+from executorch_device_guard.installation.installed import executorch_root
+from executorch_device_guard.installation.overlay import (
+    build_overlay,
+    inspect_targets,
+    NO_BYTECODE,
+)
 from executorch_device_guard.patchset import patched_files
-from executorch_device_guard.series_files import test_support
+from executorch_device_guard.check.series_files import test_support
 
 EMITTERS = ("stock", "patched")
 
-WARM_UP = "executorch_device_guard.warmup:main"
+WARM_UP = "executorch_device_guard.check.warmup:main"
 # What an export child needs, imported once by each warm parent, then the
 # pattern graphs that every lowering would make again (warmup.py, on one
 # thread; a fresh interpreter skips that step, as its export makes them).
@@ -66,10 +71,10 @@ EXPORT_PRELOAD = (
     "executorch.backends.vulkan.vulkan_preprocess",
     "executorch.devtools.bundled_program.core",
     "executorch.devtools.bundled_program.serialize",
-    "executorch_device_guard.child",
-    "executorch_device_guard.fake_device",
-    "executorch_device_guard.models",
-    "executorch_device_guard.probe",
+    "executorch_device_guard.check.child",
+    "executorch_device_guard.check.fake_device",
+    "executorch_device_guard.check.models",
+    "executorch_device_guard.check.probe",
     # Imported by every export on its first run; optional ('?'): private
     # modules that other torch releases may not have.
     "torch.export._trace?",
@@ -256,7 +261,7 @@ def pythonpath(overlay: Path, user: Optional[str]) -> str:
     parts = [str(overlay)]
     if user:
         parts.append(user)
-    package_parent = os.path.realpath(Path(__file__).resolve().parent.parent)
+    package_parent = os.path.realpath(Path(__file__).resolve().parents[2])
     if package_parent not in _site_dirs():
         if os.pathsep in package_parent:
             raise GuardError(
@@ -541,7 +546,7 @@ class Emitters:
             # A real CUDA row too: the warm parent never starts CUDA (warm.py),
             # its child does.
             proc = self.call(
-                emitter, "executorch_device_guard.child:main", args, timeout
+                emitter, "executorch_device_guard.check.child:main", args, timeout
             )
         except subprocess.TimeoutExpired as e:
             stderr = (

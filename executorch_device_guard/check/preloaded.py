@@ -37,7 +37,7 @@ MODEL_CWD = "EXECUTORCH_DEVICE_GUARD_MODEL_CWD"
 FLOWS = "EXECUTORCH_DEVICE_GUARD_FLOWS"
 # How long the parent may spend on _prepare (check's --timeout), in seconds.
 TIMEOUT = "EXECUTORCH_DEVICE_GUARD_TIMEOUT"
-STEP = "executorch_device_guard.preloaded:load"
+STEP = "executorch_device_guard.check.preloaded:load"
 
 _loaded: Dict[str, Any] = {}
 # What every export of the model from CPU starts with, made once (_prepare).
@@ -66,7 +66,7 @@ def load() -> None:
     if not spec:
         return
     import torch
-    from executorch_device_guard import models
+    from executorch_device_guard.check import models
 
     try:
         import tqdm

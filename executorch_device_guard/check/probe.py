@@ -6,7 +6,7 @@
 
 """What ``check`` asks before any export: does the model load, is CUDA there.
 
-    executorch_device_guard.probe:main([MODEL_SPEC, RESULT_FILE])
+    executorch_device_guard.check.probe:main([MODEL_SPEC, RESULT_FILE])
 
 Runs in a child (never in a warm parent: asking CUDA whether it is there
 initialises it, and a parent that forks must not have done that). Reports to
@@ -37,7 +37,7 @@ def main(argv: List[str]) -> int:
     # Ask NVML, not the CUDA runtime, where it can: it initialises nothing.
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     import torch
-    from executorch_device_guard import models
+    from executorch_device_guard.check import models
 
     spec, result = argv
     stages = ["loading it"]

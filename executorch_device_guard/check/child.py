@@ -6,7 +6,7 @@
 
 """One export in a process of its own, since stock ExecuTorch may kill it.
 
-    python -m executorch_device_guard.child --device fake:cuda:0 --model issue \
+    python -m executorch_device_guard.check.child --device fake:cuda:0 --model issue \
         --out OUT --result RESULT
 
 puts the model's tensors on the device, runs one export path, and reports to
@@ -85,7 +85,7 @@ def _record_constants(
     and records them all (a crash at the read leaves them); ``programs``,
     whose graphs name a constant that a pass made after the model's
     module that uses it."""
-    from executorch_device_guard import inventory
+    from executorch_device_guard.check import inventory
 
     module = _model[0].module if _model else None
     where = None if device in ("cpu", "cuda") else _target_device(device)
@@ -210,7 +210,7 @@ def _record_programs(edge: Any, device: str) -> None:
 
 def _move_programs(edge: Any, device: str) -> None:
     """Every constant of every method of ``edge`` to ``device``, in place."""
-    from executorch_device_guard.fake_device import tables_on_device
+    from executorch_device_guard.check.fake_device import tables_on_device
 
     with _tool(f"moving the program's constants to {device}"):
         programs = [edge.exported_program(name) for name in edge.methods]
@@ -221,7 +221,7 @@ def _claims(device: str) -> Any:
     """keep_device_claims() for a moved device; nothing for cpu and cuda."""
     import contextlib
 
-    from executorch_device_guard.fake_device import keep_device_claims
+    from executorch_device_guard.check.fake_device import keep_device_claims
 
     return keep_device_claims() if _is_moved(device) else contextlib.nullcontext()
 
@@ -233,7 +233,7 @@ _from_cpu = [False]
 
 def _prepared(step: str) -> Any:
     """The warm parent's result of ``step`` for the model from CPU, or None."""
-    from executorch_device_guard import preloaded
+    from executorch_device_guard.check import preloaded
 
     return preloaded.prepared(step) if _from_cpu[0] else None
 
@@ -284,7 +284,7 @@ def _device_in_preprocess(backend: Any, name: str, device: str) -> None:
     on the device (keep_device_claims), as they would on a real one. Each
     tensor reports cpu: the guard must check the storage it reads.
     """
-    from executorch_device_guard.fake_device import (
+    from executorch_device_guard.check.fake_device import (
         keep_device_claims,
         tables_on_device,
     )
@@ -372,7 +372,7 @@ def _bundled(model: Any, device: str) -> Any:
         serialize_from_bundled_program_to_flatbuffer,
     )
     from executorch.exir import to_edge
-    from executorch_device_guard.fake_device import on_device
+    from executorch_device_guard.check.fake_device import on_device
     from torch.utils._pytree import tree_flatten
 
     if model.kwargs:
@@ -479,7 +479,7 @@ def _cuda_partitioner(model: Any, inputs: Any) -> Any:
 def run(
     device: str, model_spec: str, external_constants: bool, out: Path, flow: str
 ) -> Dict:
-    from executorch_device_guard import models, preloaded
+    from executorch_device_guard.check import models, preloaded
 
     # The model the warm parent loaded once (preloaded.py), seeded as here;
     # else seeded and loaded now, so that stock and patched children export

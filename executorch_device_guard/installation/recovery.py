@@ -37,7 +37,7 @@ import sysconfig
 from pathlib import Path
 from typing import List, Optional, Set, Tuple
 
-from executorch_device_guard.confined import read_file, Unsafe
+from executorch_device_guard.installation.confined import read_file, Unsafe
 
 
 def command(dist_info: Optional[Path], version: Optional[str]) -> str:

@@ -21,8 +21,8 @@ import shutil
 from pathlib import Path
 from typing import Dict, List
 
-from executorch_device_guard import installed
-from executorch_device_guard.installed import FileState
+from executorch_device_guard.installation import installed
+from executorch_device_guard.installation.installed import FileState
 from executorch_device_guard.patchset import (
     is_test,
     patched_files,

@@ -436,7 +436,7 @@ class WarmParent:
         env.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")
         self._log = open(self._workdir / "parent.log", "w+b")
         code = (
-            "import sys; from executorch_device_guard.warm import serve; "
+            "import sys; from executorch_device_guard.check.warm import serve; "
             "serve(sys.argv[1:])"
         )
         self._proc = subprocess.Popen(

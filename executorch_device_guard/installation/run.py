@@ -73,10 +73,11 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from executorch_device_guard import installed, lock, origins, signals, tempdirs, users
-from executorch_device_guard.confined import read_file, Unsafe
+from executorch_device_guard.installation import installed, lock, origins
+from executorch_device_guard import signals, tempdirs, users
+from executorch_device_guard.installation.confined import read_file, Unsafe
 from executorch_device_guard.errors import GuardError
-from executorch_device_guard.overlay import (
+from executorch_device_guard.installation.overlay import (
     build_overlay,
     inspect_targets,
     is_patched_overlay,

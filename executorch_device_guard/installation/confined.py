@@ -59,7 +59,8 @@ import sys
 from pathlib import Path
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
-from executorch_device_guard import faults, signals
+from executorch_device_guard.installation import faults
+from executorch_device_guard import signals
 from executorch_device_guard.errors import GuardError
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)

@@ -62,8 +62,19 @@ from typing import (
     Tuple,
 )
 
-from executorch_device_guard import bytecode, faults, lock, origins, recovery
-from executorch_device_guard.confined import Changed, Package, read_file, Unsafe
+from executorch_device_guard.installation import (
+    bytecode,
+    faults,
+    lock,
+    origins,
+    recovery,
+)
+from executorch_device_guard.installation.confined import (
+    Changed,
+    Package,
+    read_file,
+    Unsafe,
+)
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.patchset import (
     apply_all,
