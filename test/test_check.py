@@ -1316,7 +1316,7 @@ def test_the_user_pythonpath_comes_before_the_tools_own_location(emitters, monke
     assert parts[:3] == [str(emitters.paths["patched"]), "/user/a", "/user/b"]
     # Installed from a wheel, the tool is in site-packages, which must not
     # move ahead of the standard library and the user's path.
-    site_packages = str(Path(runner.__file__).resolve().parent.parent)
+    site_packages = str(Path(runner.__file__).resolve().parents[2])
     monkeypatch.setattr(runner, "_site_dirs", lambda: {site_packages})
     parts = emitters.env("patched")["PYTHONPATH"].split(os.pathsep)
     assert parts == [str(emitters.paths["patched"]), "/user/a", "/user/b"]

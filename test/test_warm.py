@@ -229,7 +229,7 @@ def test_a_gpu_build_makes_no_pattern_graph_in_the_parent() -> None:
     H200): there warmup.main makes no graph, and only keeps Vulkan's."""
     code = (
         "import torch; torch.version.cuda = '13.0'\n"
-        "from executorch_device_guard import warmup; warmup.main()\n"
+        "from executorch_device_guard.check import warmup; warmup.main()\n"
         "from executorch.backends.xnnpack.partition.graphs import sdpa\n"
         "from executorch.backends.vulkan.patterns.pattern_registry import "
         "fusable_patterns\n"
