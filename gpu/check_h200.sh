@@ -32,17 +32,7 @@ OPENBLAS_NUM_THREADS=1 PYTHONPATH="$PYTHONPATH:$PWD" \
 OPENBLAS_NUM_THREADS=1 PYTORCH_NVML_BASED_CUDA_CHECK=1 \
     JE_ARROW_MALLOC_CONF=background_thread:false PYTHONPATH="$PYTHONPATH:$PWD" \
     timeout 40 python3 gpu/thread_probe.py $preload >"$work/threads-warm.txt" 2>&1
-timed() {  # timed NAME LIMIT ARGS...: check ARGS; NAME.txt (stdout), NAME-log.txt (stderr)
-    local name=$1 limit=$2 start end code seconds
-    shift 2
-    start=$(date +%s%N)
-    timeout "$limit" python3 -m executorch_device_guard check "$@" \
-        >"$work/$name.txt" 2>"$work/$name-log.txt"
-    code=$?
-    end=$(date +%s%N)
-    seconds=$(awk -v ns=$((end - start)) 'BEGIN { printf "%.1f", ns / 1e9 }')
-    echo "$name: check $*: exit $code, $seconds s" | tee -a "$summary"
-}
+source gpu/timed_check.sh
 timed default 120
 # --verbose: after the table, each row's constants and each child's stderr.
 timed swin-t 290 --model gpu/swin_t.py:make --timeout 240 --verbose

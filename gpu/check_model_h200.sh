@@ -23,17 +23,7 @@ summary="$work/summary.txt"
     python3 -c "import sys, torch, transformers; print('python', sys.version.split()[0], 'torch', torch.__version__, 'transformers', transformers.__version__)"
     echo "tool at ${TOOL_AT:-?}"  # the device copy's git metadata is not this checkout's
 } >"$summary" 2>&1
-timed() {  # timed NAME LIMIT ARGS...: check ARGS; NAME.txt (stdout), NAME-log.txt (stderr)
-    local name=$1 limit=$2 start end code seconds
-    shift 2
-    start=$(date +%s%N)
-    timeout "$limit" python3 -m executorch_device_guard check "$@" \
-        >"$work/$name.txt" 2>"$work/$name-log.txt"
-    code=$?
-    end=$(date +%s%N)
-    seconds=$(awk -v ns=$((end - start)) 'BEGIN { printf "%.1f", ns / 1e9 }')
-    echo "$name: check $*: exit $code, $seconds s" | tee -a "$summary"
-}
+source gpu/timed_check.sh
 timed default 120
 timed qwen2 360 --model test/models/decoder.py:make --timeout 300 --verbose
 grep -c "warm parent" "$work/default-log.txt" "$work/qwen2-log.txt" |

@@ -390,6 +390,20 @@ def _run_args(command: str) -> list:
     return [command] + (["--", sys.executable, "-c", "pass"] if command == "run" else [])
 
 
+def _refused(tmp_path: Path, site: Path, line: str, error: str) -> None:
+    """status shows a line that matches ``line`` (a regular expression) and
+    says neither "Patched." nor "Stock."; apply, revert and run each refuse in
+    one line holding ``error``; nothing under ``tmp_path`` changed."""
+    before = snapshot(tmp_path)
+    status = cli(site, "status")
+    assert status.returncode == 0, status.stderr
+    assert re.search(line, status.stdout, re.M), status.stdout
+    assert "Patched." not in status.stdout and "Stock." not in status.stdout
+    for command in ("apply", "revert", "run"):
+        one_line_error(cli(site, *_run_args(command)), error)
+    assert snapshot(tmp_path) == before
+
+
 def test_an_edit_made_while_apply_writes_is_kept(tmp_path: Path, site: Path) -> None:
     """Case 1: another program appends to the emitter while apply has its new
     text written beside it: the rename would lose the edit, so apply stops."""
@@ -472,21 +486,13 @@ def test_record_that_omits_the_emitters_folder_is_refused(
             if not line.startswith("executorch/exir/emit/")
         )
     )
-    before = snapshot(tmp_path)
-    status = cli(site, "status")
-    assert status.returncode == 0, status.stderr
-    assert re.search(
+    _refused(
+        tmp_path,
+        site,
         rf"^  unknown +{re.escape(EMITTER)} \(it is there, but this release's "
         r"RECORD does not list it\)$",
-        status.stdout,
-        re.M,
-    ), status.stdout
-    assert "Patched." not in status.stdout and "Stock." not in status.stdout
-    for command in ("apply", "revert", "run"):
-        one_line_error(
-            cli(site, *_run_args(command)), f"{site / 'executorch' / EMITTER} is unknown"
-        )
-    assert snapshot(tmp_path) == before
+        f"{site / 'executorch' / EMITTER} is unknown",
+    )
 
 
 def test_record_that_omits_the_emitter_after_apply_is_refused_by_revert(
@@ -752,17 +758,12 @@ def test_a_target_that_python_would_not_import_is_never_patched(
     shadow = site / "executorch" / _SHADOWS[kind]
     shadow.parent.mkdir(exist_ok=True)
     shadow.write_bytes(STOCK[EMITTER])
-    before = snapshot(tmp_path)
-    status = cli(site, "status")
-    assert status.returncode == 0, status.stderr
-    assert f"  shadowed             {EMITTER} (Python imports {_SHADOWS[kind]} " in (
-        status.stdout
-    ), status.stdout
-    assert "Patched." not in status.stdout and "Stock." not in status.stdout
-    for command in ("apply", "revert", "run"):
-        result = cli(site, *_run_args(command))
-        one_line_error(result, f"Python imports {_SHADOWS[kind]} instead of it")
-    assert snapshot(tmp_path) == before
+    _refused(
+        tmp_path,
+        site,
+        re.escape(f"  shadowed             {EMITTER} (Python imports {_SHADOWS[kind]} "),
+        f"Python imports {_SHADOWS[kind]} instead of it",
+    )
 
 
 def _compile_into(prefix: Path, source: Path) -> Path:
@@ -1177,21 +1178,13 @@ def test_a_hunk_whose_lines_occur_twice_is_never_placed_by_proximity(
     emitter = site / "executorch" / EMITTER
     emitter.write_text(_with_a_dead_copy(emitter.read_text()))
     ast.parse(emitter.read_text())  # still Python
-    before = snapshot(tmp_path)
-    status = cli(site, "status")
-    assert status.returncode == 0, status.stderr
-    assert re.search(
+    _refused(
+        tmp_path,
+        site,
         rf"^  unknown +{re.escape(EMITTER)} \(the {state} lines of hunk 1 occur 2 "
         r"times \(from lines \d+, \d+\), so where the change goes cannot be told\)$",
-        status.stdout,
-        re.M,
-    ), status.stdout
-    assert "Patched." not in status.stdout and "Stock." not in status.stdout
-    for command in ("apply", "revert", "run"):
-        one_line_error(
-            cli(site, *_run_args(command)), f"{site / 'executorch' / EMITTER} is unknown"
-        )
-    assert snapshot(tmp_path) == before
+        f"{site / 'executorch' / EMITTER} is unknown",
+    )
 
 
 @pytest.mark.parametrize("command", ["status", "apply", "revert", "run"])
@@ -1331,9 +1324,6 @@ def test_a_backport_is_not_left_out_on_the_version_label_alone(
     if state == "patched":
         for rel in TARGETS:
             (site / "executorch" / rel).write_bytes(PATCHED[rel])
-    before = snapshot(tmp_path)
-    status = cli(site, "status")
-    assert status.returncode == 0, status.stderr
     why = (
         f"its text is the {state} text of ExecuTorch 1.0.0 to 1.4.1, which its "
         f"backport is for, but this release says {label}"
@@ -1341,15 +1331,12 @@ def test_a_backport_is_not_left_out_on_the_version_label_alone(
         else "ExecuTorch 1.4.2 comes after 1.4.1, the last release its backport "
         "is for, on the same line"
     )
-    assert re.search(
-        rf"^  unknown +{re.escape(PORTABLE_LIB)} \({re.escape(why)}", status.stdout, re.M
-    ), status.stdout
-    assert "Patched." not in status.stdout and "Stock." not in status.stdout
-    for command in ("apply", "revert", "run"):
-        one_line_error(
-            cli(site, *_run_args(command)), f"{PORTABLE_LIB} is unknown ({why}"
-        )
-    assert snapshot(tmp_path) == before
+    _refused(
+        tmp_path,
+        site,
+        rf"^  unknown +{re.escape(PORTABLE_LIB)} \({re.escape(why)}",
+        f"{PORTABLE_LIB} is unknown ({why}",
+    )
 
 
 @pytest.mark.parametrize("command", ["status", "apply", "run"])

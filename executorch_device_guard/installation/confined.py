@@ -155,6 +155,17 @@ class _Folder:
     def names(self) -> List[str]:
         return os.listdir(self.fd if self.fd is not None else self.path)
 
+    def rename(self, temp: str, name: str) -> None:
+        """Puts the file ``temp`` in place of ``name``, in one step."""
+        os.replace(
+            self.at(temp), self.at(name), src_dir_fd=self.fd, dst_dir_fd=self.fd
+        )
+
+    def discard(self, temp: str) -> None:
+        """Removes the temporary file ``temp``, if it is still there."""
+        with contextlib.suppress(OSError):
+            os.unlink(self.at(temp), dir_fd=self.fd)
+
     def times(self) -> Tuple[int, int]:
         """The folder's access and modification times (ns)."""
         st = os.stat(self.fd if self.fd is not None else self.path)
@@ -396,15 +407,9 @@ class Package:
                         or _written(old_fd, old, expected, ctime=True)
                     ):
                         raise Changed(_changed(rel))
-                    os.replace(
-                        folder.at(temp),
-                        folder.at(name),
-                        src_dir_fd=folder.fd,
-                        dst_dir_fd=folder.fd,
-                    )
+                    folder.rename(temp, name)
                 except BaseException:
-                    with contextlib.suppress(OSError):
-                        os.unlink(folder.at(temp), dir_fd=folder.fd)
+                    folder.discard(temp)
                     raise
                 finally:
                     # Replaced, or the temporary file removed again: the
@@ -441,15 +446,9 @@ class Package:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            os.replace(
-                folder.at(temp),
-                folder.at(name),
-                src_dir_fd=folder.fd,
-                dst_dir_fd=folder.fd,
-            )
+            folder.rename(temp, name)
         except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(folder.at(temp), dir_fd=folder.fd)
+            folder.discard(temp)
             raise
 
     def pinned(self, rel: str) -> Optional[Tuple[str, str]]:

@@ -147,6 +147,34 @@ def _anchor(root: Path) -> Path:
     raise GuardError(f"{root} holds no file to lock. Reinstall ExecuTorch.")
 
 
+def _poll(
+    try_lock: Callable[[], None],
+    taken: type,
+    who: Callable[[], str],
+    root: Path,
+    waiting: Callable[[str], None],
+    wait: float,
+    read_anyway: bool,
+) -> Optional[str]:
+    """Tries ``try_lock`` until it does not raise ``taken``: None once it
+    holds the lock. After ``wait`` seconds, who holds it (``read_anyway``)
+    or the error that says so."""
+    deadline = None
+    while True:
+        try:
+            try_lock()
+            return None
+        except taken:
+            if deadline is None:
+                deadline = time.monotonic() + wait
+                waiting(who())
+            elif time.monotonic() >= deadline:
+                if not read_anyway:
+                    raise _busy(root, who(), wait) from None
+                return who()
+            time.sleep(_POLL)
+
+
 def _flock(
     fd: int,
     root: Path,
@@ -156,23 +184,16 @@ def _flock(
     read_anyway: bool,
 ) -> Iterator[Optional[str]]:
     mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
-    deadline = None
-    busy = None
     try:
-        while True:
-            try:
-                fcntl.flock(fd, mode | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if deadline is None:
-                    deadline = time.monotonic() + wait
-                    waiting(holder(fd))
-                elif time.monotonic() >= deadline:
-                    busy = holder(fd)
-                    if not read_anyway:
-                        raise _busy(root, busy, wait) from None
-                    break
-                time.sleep(_POLL)
+        busy = _poll(
+            lambda: fcntl.flock(fd, mode | fcntl.LOCK_NB),
+            BlockingIOError,
+            lambda: holder(fd),
+            root,
+            waiting,
+            wait,
+            read_anyway,
+        )
     except OSError as e:
         raise GuardError(
             f"Cannot lock {root} ({e.strerror}), so another apply or "
@@ -199,22 +220,15 @@ def _msvcrt(
     fd = os.open(anchor, os.O_RDONLY)
     try:
         os.lseek(fd, _WINDOWS_OFFSET, os.SEEK_SET)
-        deadline = None
-        busy = None
-        while True:
-            try:
-                msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-                break
-            except OSError:
-                if deadline is None:
-                    deadline = time.monotonic() + wait
-                    waiting(holder(None))
-                elif time.monotonic() >= deadline:
-                    busy = holder(None)
-                    if not read_anyway:
-                        raise _busy(root, busy, wait) from None
-                    break
-                time.sleep(_POLL)
+        busy = _poll(
+            lambda: msvcrt.locking(fd, msvcrt.LK_NBLCK, 1),
+            OSError,
+            lambda: holder(None),
+            root,
+            waiting,
+            wait,
+            read_anyway,
+        )
         if busy is not None:
             yield busy  # read without the lock
             return

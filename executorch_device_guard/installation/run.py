@@ -371,25 +371,13 @@ def _dropping(command: List[str]) -> Optional[Tuple[str, str]]:
             return "env", dropped
     if not words or not _PYTHON.fullmatch(os.path.basename(words[0])):
         return None
-    program = os.path.basename(words[0])
-    i = 1
-    while i < len(words):
-        word = words[i]
-        if word in ("-", "--") or not word.startswith("-"):
-            return None  # the script (or stdin): the rest is its own
-        if word.startswith("--"):
-            i += 2 if word == "--check-hash-based-pycs" else 1
-            continue
-        for j, letter in enumerate(word[1:]):
+    options, _ = _python_args(words[1:])
+    for word in options:
+        for letter in word[1:]:
             if letter in "IE":
-                return program, word
-            if letter in _LAST_OPTIONS:
-                return None
-            if letter in _VALUE_OPTIONS:
-                if j == len(word) - 2:
-                    i += 1  # the value is the next argument
-                break
-        i += 1
+                return os.path.basename(words[0]), word
+            if letter in _LAST_OPTIONS or letter in _VALUE_OPTIONS:
+                break  # the rest of the word is not options
     return None
 
 
@@ -527,7 +515,7 @@ def script_folder(command: List[str]) -> Optional[str]:
     if not words:
         return None
     if _PYTHON.fullmatch(os.path.basename(words[0])):
-        script = _python_script(words[1:])
+        _, script = _python_args(words[1:])
     else:
         script = words[0] if _runs_python(words[0]) else None
     if script is None:
@@ -537,29 +525,33 @@ def script_folder(command: List[str]) -> Optional[str]:
     return os.path.dirname(os.path.realpath(script))
 
 
-def _python_script(words: List[str]) -> Optional[str]:
-    """The script among Python's arguments ``words``, or None."""
+def _python_args(words: List[str]) -> Tuple[List[str], Optional[str]]:
+    """Python's arguments ``words`` as Python reads them: the words of
+    one-letter options before the script (the last may end the options, as
+    ``-c`` does), and the script, or None (``-``, ``-c``, ``-m``, none)."""
+    options: List[str] = []
     i = 0
     while i < len(words):
         word = words[i]
         if word == "-":
-            return None
+            return options, None
         if word == "--":
-            return words[i + 1] if i + 1 < len(words) else None
+            return options, words[i + 1] if i + 1 < len(words) else None
         if not word.startswith("-"):
-            return word
+            return options, word
         if word.startswith("--"):
             i += 2 if word == "--check-hash-based-pycs" else 1
             continue
+        options.append(word)
         for j, letter in enumerate(word[1:]):
             if letter in _LAST_OPTIONS:
-                return None
+                return options, None
             if letter in _VALUE_OPTIONS:
                 if j == len(word) - 2:
                     i += 1  # the value is the next argument
                 break
         i += 1
-    return None
+    return options, None
 
 
 def _first_line(path: str) -> bytes:
