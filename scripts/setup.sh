@@ -9,9 +9,9 @@ step "creating .venv with $(python3 --version)"
 python3 -m venv .venv
 step "updating pip"
 .venv/bin/python -m pip install --quiet --upgrade pip
-step "installing torch, ExecuTorch, pytest, flatbuffers, transformers (constraints.txt) and this project; about a minute the first time"
+step "installing torch, ExecuTorch, pytest, pytest-xdist, flatbuffers, transformers (constraints.txt) and this project; about a minute the first time"
 .venv/bin/python -m pip install --quiet --constraint constraints.txt \
-    torch executorch pytest flatbuffers transformers --editable .
+    torch executorch pytest pytest-xdist flatbuffers transformers --editable .
 step "installing ExecuTorch's own linters into .lintvenv (scripts/lint-requirements.txt)"
 python3 -m venv .lintvenv
 .lintvenv/bin/python -m pip install --quiet --requirement scripts/lint-requirements.txt

@@ -9,9 +9,18 @@ from typing import Iterator
 
 import pytest
 
+from executorch_device_guard.check.jobs import cores
 from executorch_device_guard.check.runner import Emitters
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker per two cores, at least two. Most tests wait on
+    child processes, so two workers overlap well even on two cores; each
+    ``check`` that a test runs exports on every core itself, which more
+    workers would starve."""
+    return max(2, cores() // 2)
 
 
 @pytest.fixture(scope="session")

@@ -31,8 +31,8 @@ DOCS = sorted((REPO / "docs").rglob("*.md"))
 QUICK_START = [
     "bash scripts/setup.sh && .venv/bin/executorch-device-guard check   # set up "
     "(a few minutes), then check the issue's model (about 30 s)",
-    "bash scripts/setup.sh && .venv/bin/python -m pytest                # set up, "
-    "then the whole test suite (about 25 min)",
+    "bash scripts/setup.sh && .venv/bin/python -m pytest -n auto        # set up, "
+    "then the whole test suite (about 15 min)",
 ]
 # How far down the README a user finds the fix: the commands that get it.
 FIX_WITHIN = 40
@@ -111,7 +111,7 @@ def test_the_quick_start_is_what_ci_runs() -> None:
     for line in QUICK_START:
         assert line in text.splitlines(), line
     ci = (REPO / ".ci" / "run").read_text().splitlines()
-    assert "bash scripts/setup.sh" in ci and ".venv/bin/python -m pytest" in ci
+    assert "bash scripts/setup.sh" in ci and ".venv/bin/python -m pytest -n auto" in ci
 
 
 def readme_recipe() -> str:
