@@ -72,6 +72,8 @@ def _check(args: argparse.Namespace) -> int:
     # A log that cannot be written (a full disk) loses neither the table nor
     # the verdict: it is named after them.
     log_error = matrix.write_logs(rows, args.log_dir) if args.log_dir else None
+    # The verdict stands, but not all its output was written (as for exit 4).
+    code = (verdict.exit_code or output.OUTPUT_LOST) if log_error else verdict.exit_code
     if args.verbose:
         matrix.print_constants(rows, sys.stderr)
         matrix.print_stderr(rows, sys.stderr)
@@ -81,7 +83,7 @@ def _check(args: argparse.Namespace) -> int:
             "executorch_root": str(executorch_root()),
             "model": args.model,
             "ok": verdict.exit_code == 0,
-            "exit_code": verdict.exit_code,
+            "exit_code": code,
             "reached": verdict.reached,
             "left_out": verdict.left_out,
             "rows": [row.as_json(stderr=args.verbose) for row in rows],
@@ -101,9 +103,7 @@ def _check(args: argparse.Namespace) -> int:
     if log_error:
         sys.stdout.flush()
         _error(log_error)
-        # The verdict stands, but not all its output was written (as for exit 4).
-        return verdict.exit_code or output.OUTPUT_LOST
-    return verdict.exit_code
+    return code
 
 
 def _refuse_protected_log_dir(folder: Path) -> None:

@@ -772,10 +772,14 @@ def test_readers_that_go_away_change_no_exit_code() -> None:
     assert head.wait(600) == 0
 
 
-def test_a_log_that_cannot_be_written_keeps_the_verdict(tmp_path: Path) -> None:
-    """A full disk under --log-dir once the exports ran: the table and the
-    verdict are printed, then one line naming the log; exit 4 (as for any
-    output lost), not 2, which says no export ran."""
+@pytest.mark.parametrize("as_json", [False, True], ids=["table", "json"])
+def test_a_log_that_cannot_be_written_keeps_the_verdict(
+    tmp_path: Path, as_json: bool
+) -> None:
+    """A full disk under --log-dir once the exports ran: the table (or the
+    JSON report) and the verdict are printed, then one line naming the log;
+    exit 4 (as for any output lost), not 2, which says no export ran. The
+    JSON report's exit code is the process's."""
     logs = tmp_path / "logs"
     result = run_check(
         "--paths",
@@ -785,11 +789,16 @@ def test_a_log_that_cannot_be_written_keeps_the_verdict(tmp_path: Path) -> None:
         "fake:cuda:0",
         "--log-dir",
         str(logs),
+        *(["--json"] if as_json else []),
         env={"EXECUTORCH_DEVICE_GUARD_TEST_FAULT": "step:2:error"},
     )
     assert result.returncode == 4, result.stdout + result.stderr[-3000:]
-    assert "OK: patched ExecuTorch crashes nowhere" in result.stdout
-    assert "emitter  fake:cuda:0" in result.stdout
+    if as_json:
+        report = json.loads(result.stdout)
+        assert report["ok"] is True and report["exit_code"] == 4, report
+    else:
+        assert "OK: patched ExecuTorch crashes nowhere" in result.stdout
+        assert "emitter  fake:cuda:0" in result.stdout
     errors = [line for line in result.stderr.splitlines() if "error" in line]
     assert errors == [
         f"executorch-device-guard: error: --log-dir {logs}: could not write "
