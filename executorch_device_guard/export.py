@@ -18,9 +18,11 @@ import email.utils
 import hashlib
 import os
 import re
+import secrets
+import shutil
 import subprocess
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from executorch_device_guard import userfiles
 from executorch_device_guard.errors import GuardError
@@ -153,8 +155,10 @@ def _with_author(text: str, sender: str, date: str) -> str:
 
 
 def prepare_destination(dest: Path, force: bool = False) -> None:
-    """Creates ``dest``, or checks that it is an empty (or, with ``force``, any)
-    writable folder; raises GuardError naming the problem otherwise."""
+    """Checks that ``dest`` is missing with an existing parent, or an empty
+    (or, with ``force``, any) writable folder; raises GuardError naming the
+    problem otherwise. Creates nothing: ``export`` makes the folder only
+    once every patch is written."""
     if dest.exists() and not dest.is_dir():
         raise GuardError(
             f"{dest} is a file, not a folder. Give a new or empty folder for "
@@ -167,13 +171,6 @@ def prepare_destination(dest: Path, force: bool = False) -> None:
                 f"{parent} is not an existing folder. Create it first, or give "
                 "a folder whose parent exists."
             )
-        try:
-            dest.mkdir()
-        except OSError as e:
-            raise GuardError(
-                f"Cannot create {dest} ({e.strerror}). Give a folder you can "
-                "write to."
-            ) from e
         return
     if not os.access(dest, os.W_OK | os.X_OK):
         reason = "Permission denied"
@@ -211,7 +208,7 @@ def export(root: Path, dest: Path, author: str, force: bool = False) -> List[Pat
             _check_entry(dest / entry.patch_path.name)
     prepare_destination(dest, force)
     date = email.utils.formatdate(localtime=True)
-    written = []
+    patches = {}
     for entry in series:
         text = _with_author(
             entry.patch_path.read_text(encoding="utf-8"), author_line, date
@@ -222,15 +219,42 @@ def export(root: Path, dest: Path, author: str, force: bool = False) -> List[Pat
             header = header.rstrip("\n") + "\n---\n"
         for new_file in entry.new_files:
             diff += _new_file_diff(new_file, (root / new_file).read_bytes())
-        out = dest / entry.patch_path.name
+        text = header + diff + "-- \nexecutorch-device-guard\n\n"
+        patches[dest / entry.patch_path.name] = text.encode("utf-8")
+    _write_all(dest, patches)
+    return list(patches)
+
+
+def _write_all(dest: Path, files: Dict[Path, bytes]) -> None:
+    """Writes every file of ``files`` (all in ``dest``) or none.
+
+    They are written into a staging folder first, beside ``dest`` when it is
+    new (then renamed to it) or inside it (then each file is renamed over
+    its entry), so that every rename stays on one file system. A write that
+    fails (a full disk) removes the staging folder, and ``dest`` is as it
+    was."""
+    new = not dest.exists()
+    where = dest.absolute().parent if new else dest
+    staging = where / f".{dest.name}.device-guard-{secrets.token_hex(8)}"
+    current = dest
+    try:
+        os.mkdir(staging)  # the mode a new folder gets (umask)
         try:
-            userfiles.replace(
-                out,
-                (header + diff + "-- \nexecutorch-device-guard\n\n").encode("utf-8"),
-            )
-        except OSError as e:
-            raise GuardError(
-                f"Cannot write {out} ({e.strerror}). Give a folder you can " "write to."
-            ) from e
-        written.append(out)
-    return written
+            for current, data in files.items():
+                with open(staging / current.name, "xb") as f:
+                    f.write(data)
+            current = dest
+            if new:
+                os.rename(staging, dest)
+            else:
+                for current in files:
+                    os.replace(staging / current.name, current)
+                os.rmdir(staging)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    except OSError as e:
+        raise GuardError(
+            f"Cannot write {current} ({e.strerror}). Nothing was written. Give "
+            "a folder you can write to, with room for the patches."
+        ) from e

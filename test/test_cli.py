@@ -384,6 +384,55 @@ def test_export_refuses_an_unwritable_folder(tmp_path: Path, site: Path) -> None
     assert hashes(tmp_path) == before
 
 
+def small_disk(folder: Path, size: int, listing: Path, setup: str = "") -> list:
+    """A command prefix that runs its command with a ``size``-byte tmpfs on
+    ``folder`` (after the shell command ``setup``), then lists what the
+    tmpfs holds into ``listing``: the tmpfs ends with the command."""
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("needs user namespaces for a tmpfs of its own")
+    script = (
+        f'mount -t tmpfs -o size={size} tmpfs "{folder}" && {setup or ":"} && '
+        f'{{ "$@"; rc=$?; find "{folder}" -mindepth 1 > "{listing}"; exit $rc; }}'
+    )
+    return ["unshare", "-rm", "sh", "-c", script, "sh"]
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new", "empty"])
+def test_export_onto_a_disk_that_fills_up_writes_nothing(
+    tmp_path: Path, site: Path, existing: bool
+) -> None:
+    """A disk with room for two patches: one line naming the third, and the
+    folder as it was (missing, or empty), so the same command writes all of
+    them once there is room."""
+    reference = tmp_path / "reference"
+    assert cli(site, "export", "--author", AUTHOR, str(reference)).returncode == 0
+    patches = sorted(reference.iterdir())
+    room = sum(-(-p.stat().st_size // 4096) * 4096 for p in patches[:2])
+    disk, listing = tmp_path / "disk", tmp_path / "listing.txt"
+    disk.mkdir()
+    dest = disk / "out"
+    setup = f'mkdir "{dest}"' if existing else ""
+    result = cli(
+        site,
+        "export",
+        "--author",
+        AUTHOR,
+        str(dest),
+        wrap=small_disk(disk, room, listing, setup),
+    )
+    one_line_error(
+        result,
+        f"Cannot write {dest / patches[2].name} (No space left on device). "
+        "Nothing was written.",
+    )
+    assert listing.read_text().splitlines() == ([str(dest)] if existing else [])
+    # The same command with room writes every patch.
+    again = cli(site, "export", "--author", AUTHOR, str(dest))
+    assert again.returncode == 0, again.stderr
+    assert sorted(p.name for p in dest.iterdir()) == [p.name for p in patches]
+
+
 def test_the_wheel_requires_nothing_and_carries_the_series(tmp_path: Path) -> None:
     # Installing the tool must never add, upgrade or downgrade torch or ExecuTorch.
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
