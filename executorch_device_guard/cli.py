@@ -188,6 +188,16 @@ def _check_rows(args: argparse.Namespace) -> "Union[int, Tuple[List, List]]":
         if args.verbose:
             for note in emitters.notes:
                 print(f"executorch-device-guard: {note}", file=sys.stderr)
+    if emitters.left_running:
+        # The model's own, never waited for: named, as they outlive check.
+        shown = ", ".join(emitters.left_running[:3])
+        more = len(emitters.left_running) - 3
+        print(
+            "executorch-device-guard: the model started processes in sessions "
+            f"of their own, which check leaves running: {shown}"
+            + (f" and {more} more" if more > 0 else ""),
+            file=sys.stderr,
+        )
     return rows, pairs
 
 

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 import torch
@@ -1277,6 +1277,109 @@ def test_sigterm_leaves_nothing(tmp_path: Path, when: str) -> None:
     assert took < 5, took
     assert leftovers(check.tmpdir) == []
     assert survivors(str(check.tmpdir)) == []
+
+
+# A model file that starts a helper process at import (a server, a data
+# loader, a tokenizer daemon) that never ends: in a session of its own, or in
+# the process group of whatever imports it.
+HELPER_MODEL = """
+import subprocess
+import sys
+
+import torch
+
+subprocess.Popen(
+    [sys.executable, "-c", "import time; time.sleep(3600)", "the-model's-helper"],
+    start_new_session={own_session},
+)
+
+
+def make():
+    return torch.nn.Linear(4, 4), (torch.ones(2, 4),)
+"""
+
+
+def helpers_and_others(tmpdir: Path) -> Tuple[List[int], List[int]]:
+    """The live processes started under ``tmpdir`` (check's TMPDIR): the
+    model's helpers, then the others."""
+    helpers, others = [], []
+    for pid in survivors(str(tmpdir), wait=0):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                mine = b"the-model's-helper" in f.read()
+        except OSError:
+            continue
+        (helpers if mine else others).append(pid)
+    return helpers, others
+
+
+def kill_all(pids: List[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.mark.parametrize("own_session", [True, False], ids=["own session", "group"])
+def test_a_process_that_the_model_starts_holds_no_export(
+    tmp_path: Path, own_session: bool
+) -> None:
+    """A helper of the model's that never ends and holds each child's output:
+    every export ends when its own work does, and check gives the verdict
+    the exports earn. A helper in a session of its own is the model's: named
+    once, left running. One in a child's process group ends with it."""
+    model = write_model(tmp_path, HELPER_MODEL.format(own_session=own_session))
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    args = ["--fresh", "--timeout", "40", "--model", f"{model}:make"]
+    args += ["--paths", "emitter", "--devices", "cpu", "fake:cuda:0"]
+    try:
+        result = run_check(*args, env={"TMPDIR": str(tmpdir)}, timeout=150)
+        helpers, others = helpers_and_others(tmpdir)
+    finally:
+        kill_all(sum(helpers_and_others(tmpdir), []))
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    assert "timed out" not in result.stdout + result.stderr
+    assert others == []
+    named = [line for line in result.stderr.splitlines() if "sessions of" in line]
+    if own_session:
+        # The probe's helper and each export's (a fresh interpreter each).
+        assert len(helpers) == 5, helpers
+        assert named == [
+            "executorch-device-guard: the model started processes in sessions of "
+            "their own, which check leaves running: "
+            + ", ".join(
+                f"process {pid} ({sys.executable} -c import time; time.sleep(3600) "
+                "the-model's-helper)"
+                for pid in helpers[:3]
+            )
+            + " and 2 more"
+        ], result.stderr
+    else:
+        assert helpers == [] and named == [], result.stderr
+
+
+def test_sigterm_ends_check_whatever_the_model_holds(tmp_path: Path) -> None:
+    """SIGTERM while exports run, their model's helper holding their output:
+    check ends within seconds, and every process of check's with it."""
+    model = write_model(tmp_path, HELPER_MODEL.format(own_session=True))
+    check = Started(
+        tmp_path,
+        *["--fresh", "--model", f"{model}:make", "--paths", "emitter"],
+        *["--devices", "cpu", "fake:cuda:0"],
+    )
+    try:
+        check.wait_for("running 4 exports")
+        time.sleep(1)
+        took = check.signal_and_wait(signal.SIGTERM)
+        helpers, others = helpers_and_others(check.tmpdir)
+    finally:
+        kill_all(sum(helpers_and_others(check.tmpdir), []))
+    assert check.proc.returncode == 128 + signal.SIGTERM, check.stderr
+    assert took < 5, took
+    assert helpers and others == [], (helpers, others)
+    assert leftovers(check.tmpdir) == []
 
 
 @pytest.mark.parametrize("when", ["warm parents", "exports"])

@@ -33,20 +33,23 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import site
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from executorch_device_guard import data_root, tempdirs
+from executorch_device_guard import data_root, tempdirs, users
 from executorch_device_guard.check import failures, preloaded, warm
 from executorch_device_guard.check.child import OUTCOMES
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.installation.installed import executorch_root
+from executorch_device_guard.installation.lock import describe
 from executorch_device_guard.installation.overlay import (
     build_overlay,
     inspect_targets,
@@ -311,6 +314,10 @@ class Emitters:
         self._fresh: Set[subprocess.Popen] = set()
         # Why an overlay fell back to fresh interpreters, if one did.
         self.notes: List[str] = []
+        # What the model left running in sessions of its own (``close``).
+        self.left_running: List[str] = []
+        # The sessions of the processes started here, each its leader's pid.
+        self._sessions: Set[int] = set()
         self._lock = threading.Lock()
         tempdirs.remove_abandoned(outside=installed)
         self.base = tempdirs.make(tempdirs.CHECK, outside=installed, locked=True)
@@ -378,6 +385,7 @@ class Emitters:
                 self._parents[emitter] = warm.WarmParent(
                     self.env(emitter), self._preload, self.base
                 )
+                self._sessions.add(self._parents[emitter].pid)
             return self._parents[emitter]
 
     def run(
@@ -388,38 +396,41 @@ class Emitters:
         cwd: Optional[Path] = None,
     ) -> subprocess.CompletedProcess:
         """``python ARGS`` in a fresh interpreter with the overlay first, in
-        a session of its own (killed whole on timeout or ``abort``)."""
+        a session of its own, ended whole (with what the child started in
+        it) when the child ends, at ``timeout`` or on ``abort``.
+
+        Its output goes to files, as a warm child's does: a process the
+        child started in a session of its own may hold them open for as
+        long as it likes, and nothing here waits for it."""
         cmd = [sys.executable, *args]
-        with self._lock:
-            if self._closing:
-                raise Aborted()
-            proc = subprocess.Popen(
-                cmd,
-                env=self.env(emitter),
-                cwd=cwd,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                errors="replace",
-                start_new_session=True,
-            )
-            self._fresh.add(proc)
+        folder = self.case_folder("run")
+        out, err = folder / "stdout", folder / "stderr"
+        with open(out, "wb") as stdout, open(err, "wb") as stderr:
+            with self._lock:
+                if self._closing:
+                    raise Aborted()
+                proc = subprocess.Popen(
+                    cmd,
+                    env=self.env(emitter),
+                    cwd=cwd,
+                    stdout=stdout,
+                    stderr=stderr,
+                    start_new_session=True,
+                )
+                self._fresh.add(proc)
+                self._sessions.add(proc.pid)
         try:
-            try:
-                stdout, stderr = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc)
-                stdout, stderr = proc.communicate()
-                raise subprocess.TimeoutExpired(cmd, timeout, stdout, stderr)
-            if self._closing:
-                raise Aborted()
-            return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+            ended = _wait_then_end_group(proc, timeout)
         finally:
-            if proc.poll() is None:
-                _kill_group(proc)
-                proc.wait()
             with self._lock:
                 self._fresh.discard(proc)
+        texts = [p.read_text(errors="replace") for p in (out, err)]
+        shutil.rmtree(folder, ignore_errors=True)
+        if not ended:
+            raise subprocess.TimeoutExpired(cmd, timeout, *texts)
+        if self._closing:
+            raise Aborted()
+        return subprocess.CompletedProcess(cmd, proc.returncode, *texts)
 
     def fork(
         self,
@@ -616,15 +627,35 @@ class Emitters:
 
     def close(self) -> None:
         """Ends the warm parents and removes the overlays; a signal meanwhile
-        is raised once that is done."""
+        is raised once that is done. What is left of the sessions started
+        here is killed; what still runs with an overlay on its path then was
+        started by the model in a session of its own: ``left_running`` names
+        it, and nothing waits for it."""
         with tempdirs.holding() as held:
             with self._lock:
                 self._closing = True
             for parent in [*self._parents.values(), *self._failed]:
                 if parent is not None:
                     parent.close()
+            self.left_running = [describe(pid) for pid in self._end_sessions()]
         tempdirs.remove(self.base)
         held.raise_first()
+
+    def _end_sessions(self) -> List[int]:
+        """Kills what is left of the sessions started here (a process that
+        left its child's process group), and returns the processes that
+        still have an overlay on their path: the model started them in
+        sessions of their own."""
+        others = []
+        for pid in users.of(self.base):
+            try:
+                if os.getsid(pid) in self._sessions:
+                    os.kill(pid, signal.SIGKILL)
+                else:
+                    others.append(pid)
+            except (ProcessLookupError, PermissionError):
+                pass  # ended meanwhile
+        return others
 
     def __enter__(self) -> "Emitters":
         return self
@@ -642,6 +673,36 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _wait_then_end_group(proc: subprocess.Popen, timeout: float) -> bool:
+    """Waits for ``proc`` to end, at most ``timeout`` seconds, then kills its
+    process group (whatever it left there, or itself at the deadline) and
+    reaps it. True if it ended by itself.
+
+    Where ``os.waitid`` can, ``proc`` stays unreaped until its group is
+    killed, so that its process id, the group's, cannot be another's yet."""
+    ended = False
+    if hasattr(os, "waitid"):
+        deadline = time.monotonic() + timeout
+        delay = 0.0005
+        while not ended and time.monotonic() < deadline:
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+            try:
+                flags = os.WEXITED | os.WNOWAIT | os.WNOHANG
+                ended = os.waitid(os.P_PID, proc.pid, flags) is not None
+            except ChildProcessError:  # reaped already
+                ended = True
+    else:
+        try:
+            proc.wait(timeout)
+            ended = True
+        except subprocess.TimeoutExpired:
+            pass
+    _kill_group(proc)
+    proc.wait()
+    return ended
 
 
 def _warm_default() -> bool:

@@ -603,6 +603,11 @@ class WarmParent:
                 except FileNotFoundError:
                     pass
 
+    @property
+    def pid(self) -> int:
+        """The parent's process id, its session's and its process group's."""
+        return self._proc.pid
+
     def kill(self) -> None:
         """Kills the parent and every child it forked (its process group) now."""
         try:
