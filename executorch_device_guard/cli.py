@@ -176,6 +176,13 @@ def _check_rows(args: argparse.Namespace) -> "Union[int, Tuple[List, List]]":
             )
         if found.answer["model_error"]:
             return _usage_error(found.answer["model_error"])
+        if found.answer.get("forks"):
+            print(
+                f"executorch-device-guard: --model {args.model}: loading the "
+                "model forks the process (os.fork()); a copy that comes back "
+                "to check is ended, and the first process goes on",
+                file=sys.stderr,
+            )
         try:
             pairs = matrix.select(args.paths, args.devices, found.answer["cuda"])
         except matrix.SelectionError as e:

@@ -1382,6 +1382,36 @@ def test_sigterm_ends_check_whatever_the_model_holds(tmp_path: Path) -> None:
     assert leftovers(check.tmpdir) == []
 
 
+FORKING_MODEL = """
+import os
+
+import torch
+
+
+def make():
+    os.fork()  # both processes go on
+    return torch.nn.Linear(4, 4), (torch.ones(2, 4),)
+"""
+
+
+@pytest.mark.parametrize("mode", ["warm", "fresh"])
+def test_a_model_that_forks_while_it_loads(tmp_path: Path, mode: str) -> None:
+    """The copy that comes back from the model's code ends at once; the
+    first process goes on, said in one line; the exports' verdicts stand."""
+    model = write_model(tmp_path, FORKING_MODEL, "forks.py")
+    args = ["--timeout", "60", "--model", f"{model}:make", "--paths", "emitter"]
+    args += ["--devices", "cpu", "fake:cuda:0"] + (["--fresh"] if mode == "fresh" else [])
+    result = run_check(*args, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    assert "timed out" not in result.stdout
+    said = [line for line in result.stderr.splitlines() if "os.fork()" in line]
+    assert said == [
+        f"executorch-device-guard: --model {model}:make: loading the model forks "
+        "the process (os.fork()); a copy that comes back to check is ended, and "
+        "the first process goes on"
+    ], result.stderr
+
+
 @pytest.mark.parametrize("when", ["warm parents", "exports"])
 def test_ctrl_c_stops_check_promptly(tmp_path: Path, when: str) -> None:
     slow = write_model(tmp_path, HANGING_EXPORT, "slow_export.py")

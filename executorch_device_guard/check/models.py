@@ -596,12 +596,48 @@ def _no_attribute(
     return ModelSpecError(text)
 
 
+# How many times the model's code forked this process while it loaded.
+_forks = 0
+_loading = False
+
+
+def _count_fork() -> None:
+    global _forks
+    if _loading:
+        _forks += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_parent=_count_fork)
+
+
+def forks_while_loading() -> int:
+    """How many times loading a model forked this process (``os.fork()``,
+    multiprocessing's fork)."""
+    return _forks
+
+
 def load_model(spec: str, stage: Optional[Callable[[str], None]] = None) -> LoadedModel:
     """Resolves ``spec`` to a model, or raises ModelSpecError saying why not.
 
     ``stage``, if given, is told what runs next, in words: ``importing
     TARGET``, then ``building the model``.
+
+    The model's code runs here: a copy of this process that it forks and
+    that comes back (``os.fork()`` with both going on) ends at once, so that
+    one process, the first, goes on as check's.
     """
+    global _loading
+    pid, _loading = os.getpid(), True
+    try:
+        return _load_model(spec, stage)
+    finally:
+        _loading = False
+        if os.getpid() != pid:
+            os._exit(0)
+
+
+def _load_model(spec: str, stage: Optional[Callable[[str], None]]) -> LoadedModel:
     say = stage or (lambda _: None)
     kind, target, attr = parse(spec)
     if kind == "builtin":

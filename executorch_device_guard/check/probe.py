@@ -70,6 +70,7 @@ def main(argv: List[str]) -> int:
             "devices": devices,
             # How long importing and building the model took.
             "seconds": time.monotonic() - start,
+            "forks": models.forks_while_loading(),
         },
     )
     return 0
