@@ -51,9 +51,6 @@ from executorch_device_guard.check.series_files import (
     write_tree,
 )
 
-# One worker builds this module's fixtures (each commit's runs: minutes) once.
-pytestmark = pytest.mark.xdist_group("failing_first")
-
 SERIES = read_series(REPO)
 NEW_FILES = [f for entry in SERIES for f in entry.new_files]
 # The new test modules of the commits that edit C++: they need its build.

@@ -46,8 +46,6 @@ from executorch_device_guard.installation.installed import executorch_root
 from sites import cli, FAULT, make_site, one_line_error, snapshot
 
 WHEELS = REPO / ".releases"  # not .whl/, which gpu/ installs whole
-# One worker downloads each release into WHEELS (a fixed path) and installs it once.
-pytestmark = pytest.mark.xdist_group("releases")
 MPS = "backends/apple/mps/operators/node_visitor.py"
 VULKAN = "backends/vulkan/serialization/vulkan_graph_builder.py"
 RUNTIME = "extension/pybindings/portable_lib.py"
