@@ -177,11 +177,10 @@ def _check_rows(args: argparse.Namespace) -> "Union[int, Tuple[List, List]]":
         if found.answer["model_error"]:
             return _usage_error(found.answer["model_error"])
         if found.answer.get("forks"):
-            print(
-                f"executorch-device-guard: --model {args.model}: loading the "
-                "model forks the process (os.fork()); a copy that comes back "
-                "to check is ended, and the first process goes on",
-                file=sys.stderr,
+            _note(
+                f"--model {args.model}: loading the model forks the process "
+                "(os.fork()); a copy that comes back to check is ended, and the "
+                "first process goes on"
             )
         try:
             pairs = matrix.select(args.paths, args.devices, found.answer["cuda"])
@@ -199,11 +198,9 @@ def _check_rows(args: argparse.Namespace) -> "Union[int, Tuple[List, List]]":
         # The model's own, never waited for: named, as they outlive check.
         shown = ", ".join(emitters.left_running[:3])
         more = len(emitters.left_running) - 3
-        print(
-            "executorch-device-guard: the model started processes in sessions "
-            f"of their own, which check leaves running: {shown}"
-            + (f" and {more} more" if more > 0 else ""),
-            file=sys.stderr,
+        _note(
+            "the model started processes in sessions of their own, which check "
+            f"leaves running: {shown}" + (f" and {more} more" if more > 0 else "")
         )
     return rows, pairs
 
@@ -623,10 +620,14 @@ def _whole(args: argparse.Namespace) -> str:
 
 
 def _error(message: str) -> None:
+    _note(f"error: {message}")
+
+
+def _note(message: str) -> None:
     # One line, whatever the names in it hold (a newline in a folder's name).
     from executorch_device_guard.output import one_line
 
-    print(f"executorch-device-guard: error: {one_line(message)}", file=sys.stderr)
+    print(f"executorch-device-guard: {one_line(message)}", file=sys.stderr)
 
 
 if __name__ == "__main__":
