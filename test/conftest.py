@@ -4,6 +4,7 @@
 # This source code is licensed under the BSD-style license found in the
 # LICENSE file in the root directory of this source tree.
 
+import signal
 from pathlib import Path
 from typing import Iterator
 
@@ -13,6 +14,13 @@ from executorch_device_guard.check.jobs import cores
 from executorch_device_guard.check.runner import Emitters
 
 REPO = Path(__file__).resolve().parent.parent
+
+# Started in the background by a shell without job control (`nohup pytest &`
+# in a script), the suite ignores SIGINT and SIGQUIT, and so would every
+# process it starts: its tests of Ctrl-C need them as a terminal leaves them.
+for _signum in (signal.SIGINT, signal.SIGQUIT):
+    if signal.getsignal(_signum) == signal.SIG_IGN:
+        signal.signal(_signum, signal.SIG_DFL)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
