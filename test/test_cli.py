@@ -58,16 +58,22 @@ def hashes(root: Path):
     return snapshot(root)
 
 
-def read_only(path: Path) -> list:
-    """A command prefix that runs its command with ``path`` mounted read-only."""
+def in_a_mount_namespace(script: str, what: str) -> list:
+    """A command prefix that runs the shell ``script``, which runs the command
+    (``"$@"``), in user and mount namespaces of its own; skips without them."""
     probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True)
     if probe.returncode != 0:
-        pytest.skip("needs user namespaces for a read-only bind mount")
+        pytest.skip(f"needs user namespaces for {what}")
+    return ["unshare", "-rm", "sh", "-c", script, "sh"]
+
+
+def read_only(path: Path) -> list:
+    """A command prefix that runs its command with ``path`` mounted read-only."""
     mount = (
         f'mount --bind "{path}" "{path}" && '
         f'mount -o remount,ro,bind "{path}" && exec "$@"'
     )
-    return ["unshare", "-rm", "sh", "-c", mount, "sh"]
+    return in_a_mount_namespace(mount, "a read-only bind mount")
 
 
 def test_status_lines_up_its_paths(site: Path) -> None:
@@ -388,14 +394,11 @@ def small_disk(folder: Path, size: int, listing: Path, setup: str = "") -> list:
     """A command prefix that runs its command with a ``size``-byte tmpfs on
     ``folder`` (after the shell command ``setup``), then lists what the
     tmpfs holds into ``listing``: the tmpfs ends with the command."""
-    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True)
-    if probe.returncode != 0:
-        pytest.skip("needs user namespaces for a tmpfs of its own")
     script = (
         f'mount -t tmpfs -o size={size} tmpfs "{folder}" && {setup or ":"} && '
         f'{{ "$@"; rc=$?; find "{folder}" -mindepth 1 > "{listing}"; exit $rc; }}'
     )
-    return ["unshare", "-rm", "sh", "-c", script, "sh"]
+    return in_a_mount_namespace(script, "a tmpfs of its own")
 
 
 @pytest.mark.parametrize("existing", [False, True], ids=["new", "empty"])
