@@ -32,7 +32,7 @@ QUICK_START = [
     "bash scripts/setup.sh && .venv/bin/executorch-device-guard check   # set up "
     "(a few minutes), then check the issue's model (about 30 s)",
     "bash scripts/setup.sh && .venv/bin/python -m pytest -n auto        # set up, "
-    "then the whole test suite (about 15 min)",
+    "then the whole test suite (about 18 min)",
 ]
 # How far down the README a user finds the fix: the commands that get it.
 FIX_WITHIN = 40
