@@ -17,6 +17,12 @@ refused (PatchError), never patched at the nearer copy.
 Where an older release's stock file differs from main's around a hunk,
 ``patches/backports`` holds a backport form of that file's change, derived
 from the series by scripts/backport.py; ``forms`` gives both.
+
+A target's state is read from its text alone (``judge``): *stock* when a
+form of its change applies exactly and reverses back to the same text,
+*patched* when it reverses exactly and applies back, otherwise *unknown*,
+with where it departs; a backport for other releases leaves it alone. This
+module needs only the standard library, so that the import hook can use it.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import email
 import email.policy
+import enum
 import functools
 import re
 from pathlib import Path
@@ -374,3 +381,174 @@ def forms(patches: Sequence[FilePatch]) -> Tuple[Form, ...]:
     if not patches:
         return (own,)
     return (own, *_backports(data_root()).get(patches[0].path, ()))
+
+
+class FileState(enum.Enum):
+    STOCK = "stock"
+    PATCHED = "patched"
+    UNKNOWN = "unknown"
+    MISSING = "missing"
+    NOT_SHIPPED = "not shipped"
+    NOT_FOR_RELEASE = "not for this release"
+    SHADOWED = "shadowed"  # Python imports another file in its place
+
+
+# The states whose files apply, revert and the overlays leave alone.
+LEFT_ALONE = (FileState.NOT_SHIPPED, FileState.NOT_FOR_RELEASE)
+
+
+def _classify_one(
+    text: str, patches: List[FilePatch], at_line: bool = False
+) -> Tuple[FileState, str, bool]:
+    """The state of a file's text under one form, the text of the other state,
+    and whether the text holds both the stock and the patched code."""
+
+    def attempt(source: str, reverse: bool) -> Optional[str]:
+        try:
+            return apply_all(patches, source, reverse=reverse, at_line=at_line)
+        except PatchError:
+            return None
+
+    forward, backward = attempt(text, False), attempt(text, True)
+    if forward is not None and backward is not None:
+        return FileState.UNKNOWN, "", True
+    if forward is not None and attempt(forward, True) == text:
+        return FileState.STOCK, forward, False
+    if backward is not None and attempt(backward, False) == text:
+        return FileState.PATCHED, backward, False
+    return FileState.UNKNOWN, "", False
+
+
+def _classify(
+    text: str, forms: Tuple[Form, ...], at_line: bool = False
+) -> Tuple[FileState, str, str, str]:
+    """The state of a file's text, the text of the other state, a reason (when
+    unknown) and the name of the form that fits (``at_line``: see
+    ``FilePatch.apply``)."""
+    fits: List[Tuple[FileState, str, str]] = []
+    both = False
+    for form in forms:
+        state, other, mixed = _classify_one(text, list(form.patches), at_line)
+        both |= mixed
+        if state is not FileState.UNKNOWN:
+            fits.append((state, other, form.name))
+    if both:
+        # Under one form it is both stock and patched: never guess.
+        return (
+            FileState.UNKNOWN,
+            "",
+            "it holds both the stock and the patched code",
+            "",
+        )
+    if len({(state, other) for state, other, _ in fits}) > 1:
+        names = ", ".join(name for _, _, name in fits)
+        return FileState.UNKNOWN, "", f"it fits more than one form ({names})", ""
+    if fits:
+        state, other, name = fits[0]
+        return state, other, "", name
+    return FileState.UNKNOWN, "", _why_unknown(text, forms), ""
+
+
+def _why_unknown(text: str, forms: Tuple[Form, ...]) -> str:
+    """Which text a file that is neither stock nor patched is closest to,
+    and where it departs from it."""
+    crlf = "\r\n" in text
+    if crlf:
+        state, _, _, _ = _classify(text.replace("\r\n", "\n"), forms)
+        if state in (FileState.STOCK, FileState.PATCHED):
+            return f"its line endings are CRLF; with LF it is the {state.value} text"
+    for form in forms:
+        for reverse in (False, True):
+            patches = list(form.patches)
+            repeated = repeated_hunks(patches, text, reverse)
+            if repeated and not missing_hunks(patches, text, reverse):
+                number, _, places = repeated[0]
+                shown = ", ".join(str(at + 1) for at in places[:3])
+                of = f" of the {form.name} form" if form.name not in (UPSTREAM, BACKPORT) else ""
+                return (
+                    f"the {'patched' if reverse else 'stock'} lines of hunk "
+                    f"{number}{of} occur {len(places)} times (from lines "
+                    f"{shown}), so where the change goes cannot be told"
+                )
+    candidates = []
+    for form in forms:
+        patches = list(form.patches)
+        stock = missing_hunks(patches, text)
+        patched = missing_hunks(patches, text, True)
+        for missing, reverse in ((stock, False), (patched, True)):
+            candidates.append((len(missing), reverse, missing, form.name))
+    # Fewest hunks missing; on a tie the stock text, of the earliest form.
+    _, reverse, missing, name = min(candidates, key=lambda c: (c[0], c[1]))
+    closest = "patched" if reverse else "stock"
+    why = f"edited: differs from the {closest} text"
+    if name not in (UPSTREAM, BACKPORT):
+        why += f" of the {name} form"
+    if missing:
+        number, hunk = missing[0]
+        start = hunk.new_start if reverse else hunk.old_start
+        size = len(hunk.new_lines if reverse else hunk.old_lines)
+        why += f" in lines {start}-{start + size - 1} (hunk {number})"
+    return why + ("; its line endings are CRLF" if crlf else "")
+
+
+def classify(
+    text: Optional[str], patches: List[FilePatch], at_line: bool = False
+) -> Tuple[FileState, Optional[str]]:
+    """The state of one file, and its patched text when it is stock
+    (``at_line``, for the series' own test files: see ``FilePatch.apply``)."""
+    if text is None:
+        return FileState.MISSING, None
+    state, other, _, _ = _classify(text, forms(patches), at_line)
+    return state, other if state is FileState.STOCK else None
+
+
+def form(text: str, patches: List[FilePatch]) -> str:
+    """The name of the form of the change that fits a stock or patched text
+    ("" for any other)."""
+    return _classify(text, forms(patches))[3]
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """One target's text judged against its change: its state, why (when
+    unknown or left alone), the text of the other state (when stock or
+    patched), and the name of the form that fits."""
+
+    state: FileState
+    reason: str = ""
+    other: str = ""
+    form: str = ""
+
+
+def judge(
+    patches: List[FilePatch], version: Optional[str], text: Optional[str]
+) -> Verdict:
+    """The state of a target of ExecuTorch ``version`` (None when unknown:
+    the text decides) whose text is ``text`` (None when it is not there or
+    cannot be read): the change's release ranges first, then the text."""
+    first, last = patches[0].releases or ("", "")
+    if patches[0].undecided(version):
+        major, minor = (release_key(last) or (0, 0))[:2]
+        why = (
+            f"ExecuTorch {version} comes after {last}, the last release its "
+            f"backport is for, on the same line: whether it has upstream's "
+            f"fix cannot be told; install {last}, or {major}.{minor + 1}.0 or later"
+        )
+        return Verdict(FileState.UNKNOWN, why)
+    if not patches[0].for_release(version):
+        fits = _classify(text, forms(patches))[0] if text is not None else None
+        if fits in (FileState.STOCK, FileState.PATCHED):
+            # The text is of a release the backport is for: the version
+            # label and the text disagree (never leave the fix out).
+            why = (
+                f"its text is the {fits.value} text of ExecuTorch {first} to "
+                f"{last}, which its backport is for, but this release says "
+                f"{version}: which release it is cannot be told"
+            )
+            return Verdict(FileState.UNKNOWN, why)
+        why = f"its backport is for ExecuTorch {first} to {last}: left alone"
+        return Verdict(FileState.NOT_FOR_RELEASE, why)
+    if text is None:
+        return Verdict(FileState.MISSING)
+    state, other, reason, name = _classify(text, forms(patches))
+    return Verdict(state, reason, other, name)

@@ -18,10 +18,10 @@ import sys
 import pytest
 
 from conftest import REPO
-from executorch_device_guard.installation import installed
-from executorch_device_guard.installation.installed import FileState
+from executorch_device_guard import patchset
 from executorch_device_guard.patchset import (
     FilePatch,
+    FileState,
     Form,
     Hunk,
     patched_files,
@@ -98,9 +98,9 @@ def test_a_text_that_fits_two_forms_differently_is_unknown() -> None:
     text = "a\nb\nc\n"
     one = _form("one", "b\n", "b\nguard\n")
     other = _form("other", "b\n", "guard\nb\n")
-    state, _, why, _ = installed._classify(text, (one,))
+    state, _, why, _ = patchset._classify(text, (one,))
     assert state is FileState.STOCK and why == ""
-    state, _, why, name = installed._classify(text, (one, other))
+    state, _, why, name = patchset._classify(text, (one, other))
     assert (state, why, name) == (
         FileState.UNKNOWN,
         "it fits more than one form (one, other)",
@@ -114,7 +114,7 @@ def test_a_text_that_holds_both_under_one_form_is_unknown() -> None:
     text = "a\nb\nguard\nc\n"
     mixed = _form("upstream", "b\n", "b\nguard\n")
     clean = _form("v1", "a\nb\nguard\nc\n", "a\nb\nguard\nguard\nc\n")
-    state, _, why, _ = installed._classify(text, (mixed, clean))
+    state, _, why, _ = patchset._classify(text, (mixed, clean))
     assert state is FileState.UNKNOWN
     assert why == "it holds both the stock and the patched code"
 

@@ -41,7 +41,6 @@ import contextlib
 import csv
 import dataclasses
 import email.parser
-import enum
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -76,17 +75,14 @@ from executorch_device_guard.installation.confined import (
     Unsafe,
 )
 from executorch_device_guard.errors import GuardError
-from executorch_device_guard.patchset import (
-    apply_all,
-    BACKPORT,
+from executorch_device_guard.patchset import (  # noqa: F401 (re-exported)
+    classify,
     FilePatch,
-    Form,
-    forms as forms_of,
-    missing_hunks,
-    PatchError,
+    FileState,
+    form,
+    judge,
+    LEFT_ALONE,
     release_key,
-    repeated_hunks,
-    UPSTREAM,
 )
 
 __all__ = [
@@ -106,20 +102,6 @@ __all__ = [
 
 # Written by earlier versions; never read now, only removed.
 LEGACY_STATE = ".device_guard.json"
-
-
-class FileState(enum.Enum):
-    STOCK = "stock"
-    PATCHED = "patched"
-    UNKNOWN = "unknown"
-    MISSING = "missing"
-    NOT_SHIPPED = "not shipped"
-    NOT_FOR_RELEASE = "not for this release"
-    SHADOWED = "shadowed"  # Python imports another file in its place
-
-
-# The states whose files apply, revert and the overlays leave alone.
-LEFT_ALONE = (FileState.NOT_SHIPPED, FileState.NOT_FOR_RELEASE)
 
 
 def _search_path() -> List[str]:
@@ -527,117 +509,6 @@ def shadowed(root: Path, instead: Instead) -> GuardError:
     )
 
 
-def _classify_one(
-    text: str, patches: List[FilePatch], at_line: bool = False
-) -> Tuple[FileState, str, bool]:
-    """The state of a file's text under one form, the text of the other state,
-    and whether the text holds both the stock and the patched code."""
-
-    def attempt(source: str, reverse: bool) -> Optional[str]:
-        try:
-            return apply_all(patches, source, reverse=reverse, at_line=at_line)
-        except PatchError:
-            return None
-
-    forward, backward = attempt(text, False), attempt(text, True)
-    if forward is not None and backward is not None:
-        return FileState.UNKNOWN, "", True
-    if forward is not None and attempt(forward, True) == text:
-        return FileState.STOCK, forward, False
-    if backward is not None and attempt(backward, False) == text:
-        return FileState.PATCHED, backward, False
-    return FileState.UNKNOWN, "", False
-
-
-def _classify(
-    text: str, forms: Tuple[Form, ...], at_line: bool = False
-) -> Tuple[FileState, str, str, str]:
-    """The state of a file's text, the text of the other state, a reason (when
-    unknown) and the name of the form that fits (``at_line``: see
-    ``FilePatch.apply``)."""
-    fits: List[Tuple[FileState, str, str]] = []
-    both = False
-    for form in forms:
-        state, other, mixed = _classify_one(text, list(form.patches), at_line)
-        both |= mixed
-        if state is not FileState.UNKNOWN:
-            fits.append((state, other, form.name))
-    if both:
-        # Under one form it is both stock and patched: never guess.
-        return (
-            FileState.UNKNOWN,
-            "",
-            "it holds both the stock and the patched code",
-            "",
-        )
-    if len({(state, other) for state, other, _ in fits}) > 1:
-        names = ", ".join(name for _, _, name in fits)
-        return FileState.UNKNOWN, "", f"it fits more than one form ({names})", ""
-    if fits:
-        state, other, name = fits[0]
-        return state, other, "", name
-    return FileState.UNKNOWN, "", _why_unknown(text, forms), ""
-
-
-def _why_unknown(text: str, forms: Tuple[Form, ...]) -> str:
-    """Which text a file that is neither stock nor patched is closest to,
-    and where it departs from it."""
-    crlf = "\r\n" in text
-    if crlf:
-        state, _, _, _ = _classify(text.replace("\r\n", "\n"), forms)
-        if state in (FileState.STOCK, FileState.PATCHED):
-            return f"its line endings are CRLF; with LF it is the {state.value} text"
-    for form in forms:
-        for reverse in (False, True):
-            patches = list(form.patches)
-            repeated = repeated_hunks(patches, text, reverse)
-            if repeated and not missing_hunks(patches, text, reverse):
-                number, _, places = repeated[0]
-                shown = ", ".join(str(at + 1) for at in places[:3])
-                of = f" of the {form.name} form" if form.name not in (UPSTREAM, BACKPORT) else ""
-                return (
-                    f"the {'patched' if reverse else 'stock'} lines of hunk "
-                    f"{number}{of} occur {len(places)} times (from lines "
-                    f"{shown}), so where the change goes cannot be told"
-                )
-    candidates = []
-    for form in forms:
-        patches = list(form.patches)
-        stock = missing_hunks(patches, text)
-        patched = missing_hunks(patches, text, True)
-        for missing, reverse in ((stock, False), (patched, True)):
-            candidates.append((len(missing), reverse, missing, form.name))
-    # Fewest hunks missing; on a tie the stock text, of the earliest form.
-    _, reverse, missing, name = min(candidates, key=lambda c: (c[0], c[1]))
-    closest = "patched" if reverse else "stock"
-    why = f"edited: differs from the {closest} text"
-    if name not in (UPSTREAM, BACKPORT):
-        why += f" of the {name} form"
-    if missing:
-        number, hunk = missing[0]
-        start = hunk.new_start if reverse else hunk.old_start
-        size = len(hunk.new_lines if reverse else hunk.old_lines)
-        why += f" in lines {start}-{start + size - 1} (hunk {number})"
-    return why + ("; its line endings are CRLF" if crlf else "")
-
-
-def classify(
-    text: Optional[str], patches: List[FilePatch], at_line: bool = False
-) -> Tuple[FileState, Optional[str]]:
-    """The state of one file, and its patched text when it is stock
-    (``at_line``, for the series' own test files: see ``FilePatch.apply``)."""
-    if text is None:
-        return FileState.MISSING, None
-    state, other, _, _ = _classify(text, forms_of(patches), at_line)
-    return state, other if state is FileState.STOCK else None
-
-
-def form(text: str, patches: List[FilePatch]) -> str:
-    """The name of the form of the change that fits a stock or patched text
-    ("" for any other)."""
-    return _classify(text, forms_of(patches))[3]
-
-
 def read_text(path: Path) -> Optional[str]:
     try:
         with open(path, encoding="utf-8", newline="") as f:
@@ -705,28 +576,9 @@ def inspect(
     patched lines is still stock or patched, and keeps the edit."""
     version = found.version if found is not None else None
     files = found.files if found is not None else None
-    first, last = patches[0].releases or ("", "")
-    if patches[0].undecided(version):
-        major, minor = (release_key(last) or (0, 0))[:2]
-        why = (
-            f"ExecuTorch {version} comes after {last}, the last release its "
-            f"backport is for, on the same line: whether it has upstream's "
-            f"fix cannot be told; install {last}, or {major}.{minor + 1}.0 or later"
-        )
-        return Inspection(FileState.UNKNOWN, why)
     if not patches[0].for_release(version):
-        fits = _text_fits(package, rel, patches)
-        if fits is not None:
-            # The bytes are of a release the backport is for: the version
-            # label and the files disagree (never leave the fix out).
-            why = (
-                f"its text is the {fits.value} text of ExecuTorch {first} to "
-                f"{last}, which its backport is for, but this release says "
-                f"{version}: which release it is cannot be told"
-            )
-            return Inspection(FileState.UNKNOWN, why)
-        why = f"its backport is for ExecuTorch {first} to {last}: left alone"
-        return Inspection(FileState.NOT_FOR_RELEASE, why)
+        verdict = judge(patches, version, _text(package, rel))
+        return Inspection(verdict.state, verdict.reason)
     if files is not None and rel not in files:
         try:
             if package.lstat(rel) is None:
@@ -751,25 +603,21 @@ def inspect(
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return Inspection(FileState.UNKNOWN, "not UTF-8 text", data)
-    state, other, reason, form = _classify(text, forms_of(patches))
-    return Inspection(state, reason, data, other.encode("utf-8"), form, st.st_mtime_ns)
+    verdict = judge(patches, version, text)
+    other = verdict.other.encode("utf-8")
+    return Inspection(
+        verdict.state, verdict.reason, data, other, verdict.form, st.st_mtime_ns
+    )
 
 
-def _text_fits(
-    package: Package, rel: str, patches: List[FilePatch]
-) -> Optional[FileState]:
-    """STOCK or PATCHED when the file ``rel`` is that text of its change
-    (read as ``inspect`` reads a target); None for anything else, or a file
-    that is not there or cannot be read."""
+def _text(package: Package, rel: str) -> Optional[str]:
+    """The text of the file ``rel``, read as ``inspect`` reads a target;
+    None where it is not there or cannot be read."""
     try:
         data = package.read(rel)
-        text = data.decode("utf-8") if data is not None else None
+        return data.decode("utf-8") if data is not None else None
     except (Unsafe, UnicodeDecodeError):
         return None
-    if text is None:
-        return None
-    state = _classify(text, forms_of(patches))[0]
-    return state if state in (FileState.STOCK, FileState.PATCHED) else None
 
 
 def shadows(package: Package, rel: str) -> List[str]:
