@@ -6,7 +6,13 @@
 
 """Guard ExecuTorch's export against device-resident tensor data (#21545)."""
 
-from pathlib import Path
+from __future__ import annotations
+
+# The import hook (``finder``) loads this package into every Python that
+# ``run`` or ``apply`` reaches: it imports nothing at start.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __version__ = "0.3.0"
 
@@ -17,6 +23,8 @@ def data_root() -> Path:
     A wheel carries them in ``_upstream``; a source checkout has them beside
     this package.
     """
+    from pathlib import Path
+
     here = Path(__file__).resolve().parent
     bundled = here / "_upstream"
     return bundled if (bundled / "patches").is_dir() else here.parent

@@ -1,0 +1,5 @@
+"""A module that the fixture series changes."""
+
+
+def read(device):
+    return f"read on {device}"
