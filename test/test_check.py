@@ -418,6 +418,18 @@ def test_verbose_and_log_dir_show_each_childs_stderr(tmp_path: Path) -> None:
     assert "===== emitter fake:cuda:0 patched: InternalError:" in result.stderr
 
 
+def test_the_import_hook_on_pythonpath_leaves_the_table_as_it_is() -> None:
+    """Each column runs its own emitter in every process, whatever the
+    environment turns on (``run``'s bootstrap on PYTHONPATH)."""
+    bootstrap = REPO / "executorch_device_guard" / "bootstrap"
+    args = ["--paths", "emitter", "--devices", "cpu", "fake:cuda:0"]
+    plain = run_check(*args)
+    hooked = run_check(*args, env={"PYTHONPATH": f"{bootstrap}{os.pathsep}{REPO}"})
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    assert "SIGSEGV (exit 139)" in plain.stdout
+    assert (hooked.returncode, hooked.stdout) == (0, plain.stdout), hooked.stderr
+
+
 def run_checks(*argvs: List[str]) -> List[subprocess.CompletedProcess]:
     with concurrent.futures.ThreadPoolExecutor(len(argvs)) as pool:
         return list(pool.map(lambda argv: run_check(*argv), argvs))

@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from executorch_device_guard import data_root, tempdirs, users
+from executorch_device_guard import data_root, finder, tempdirs, users
 from executorch_device_guard.check import failures, preloaded, warm
 from executorch_device_guard.check.child import OUTCOMES
 from executorch_device_guard.errors import GuardError
@@ -354,6 +354,9 @@ class Emitters:
             env[preloaded.FLOWS] = self._flows
             env[preloaded.TIMEOUT] = f"{self._timeout:g}"
         env.update(NO_BYTECODE)
+        # Each column's emitter is its overlay's: never the import hook's,
+        # which `run` or a user's PYTHONPATH may have put on.
+        env[finder.OFF] = "off"
         return env
 
     def case_folder(self, name: str) -> Path:

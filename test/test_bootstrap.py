@@ -1,0 +1,182 @@
+# Copyright (c) 2026 The executorch-device-guard authors.
+# All rights reserved.
+#
+# This source code is licensed under the BSD-style license found in the
+# LICENSE file in the root directory of this source tree.
+
+"""The bootstrap: the folder whose ``sitecustomize`` turns the fix on in any
+Python that has it on ``PYTHONPATH``, and then runs the user's own."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+
+from conftest import REPO
+from test_finder import FIXTURES, interpreter, last_frame, RAISE, site_of
+from test_readme import readme_recipe
+
+BOOTSTRAP = REPO / "executorch_device_guard" / "bootstrap"
+
+USERS_OWN = 'import sys\nsys.stderr.write("the user\'s sitecustomize ran\\n")\n'
+
+
+def python(
+    tmp_path: Path,
+    path: List[Path],
+    code: str,
+    executable: str = sys.executable,
+    **env: str,
+) -> subprocess.CompletedProcess:
+    """``code`` in a fresh Python whose ``PYTHONPATH`` is ``path``, and whose
+    environment names no tool of this project's."""
+    full: Dict[str, str] = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("EXECUTORCH_DEVICE_GUARD")
+        and k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")
+    }
+    full.update(
+        PYTHONPATH=os.pathsep.join(map(str, path)),
+        EXECUTORCH_DEVICE_GUARD_SERIES=str(FIXTURES / "series"),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+    )
+    full.update(env)
+    return subprocess.run(
+        [executable, "-c", code],
+        env=full,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+READ_META = "import executorch.exir.tiny as t\nprint(t.read('meta'))\n"
+
+
+def test_the_bootstrap_on_the_path_serves_the_fix(tmp_path: Path) -> None:
+    site = site_of(tmp_path, "stock")
+    proc = python(tmp_path, [BOOTSTRAP, site], READ_META)
+    assert last_frame(proc.stderr)[1:] == (
+        RAISE,
+        "RuntimeError: data on meta cannot be read here",
+    )
+
+
+def test_the_users_own_sitecustomize_later_on_the_path_still_runs(tmp_path):
+    site = site_of(tmp_path, "stock")
+    (site / "sitecustomize.py").write_text(USERS_OWN)
+    proc = python(tmp_path, [BOOTSTRAP, site], READ_META)
+    assert proc.stderr.splitlines()[0] == "the user's sitecustomize ran"
+    assert last_frame(proc.stderr)[1] == RAISE
+
+
+def test_an_error_in_the_users_sitecustomize_is_reported_as_python_would(tmp_path):
+    site = site_of(tmp_path, "fixed")
+    (site / "sitecustomize.py").write_text("import a_module_that_is_not_there\n")
+    code = "print('ran')\n"
+    alone = python(tmp_path, [site], code)
+    bootstrapped = python(tmp_path, [BOOTSTRAP, site], code)
+    assert "No module named 'a_module_that_is_not_there'" in alone.stderr
+    assert (bootstrapped.stdout, bootstrapped.stderr) == (alone.stdout, alone.stderr)
+
+
+def test_the_bootstrap_adds_nothing_to_the_path(tmp_path: Path) -> None:
+    site = site_of(tmp_path, "stock")
+    code = "import sys\nprint(sys.path)\nprint(sorted(sys.modules))\n"
+    alone = python(tmp_path, [site], code).stdout.splitlines()
+    bootstrapped = python(tmp_path, [BOOTSTRAP, site], code).stdout.splitlines()
+    assert bootstrapped[0] == alone[0].replace("[''", f"['', '{BOOTSTRAP}'", 1)
+    # The tool's package, from the folder around the bootstrap; nothing else.
+    added = sorted(set(eval(bootstrapped[1])) - set(eval(alone[1])))
+    assert [m for m in added if "executorch" in m] == [
+        "executorch_device_guard",
+        "executorch_device_guard.finder",
+    ]
+
+
+def test_the_off_switch_keeps_the_fix_off(tmp_path: Path) -> None:
+    site = site_of(tmp_path, "stock")
+    code = (
+        READ_META
+        + "import sys\nprint(sorted(m for m in sys.modules if 'guard' in m))\n"
+    )
+    proc = python(tmp_path, [BOOTSTRAP, site], code, EXECUTORCH_DEVICE_GUARD="off")
+    assert (proc.stdout, proc.stderr) == ("read on meta\n[]\n", "")
+
+
+def test_a_python_older_than_3_10_runs_stock_with_one_line(tmp_path: Path) -> None:
+    old = interpreter("3.9")
+    site = site_of(tmp_path, "stock")
+    (site / "sitecustomize.py").write_text(USERS_OWN)
+    proc = python(tmp_path, [BOOTSTRAP, site], READ_META, executable=old)
+    assert proc.stdout == "read on meta\n"
+    assert proc.stderr == (
+        "executorch-device-guard: Python 3.9 is older than 3.10, which the fix "
+        f"needs: {old} runs ExecuTorch without it\n"
+        "the user's sitecustomize ran\n"
+    )
+
+
+def test_the_readme_recipe_raises_the_clear_error_and_leaves_tmpdir_empty(tmp_path):
+    """The README's script, stock and with the bootstrap on the path, in one
+    run: the changed line of the installed emitter raises; nothing is left in
+    TMPDIR; the user's own sitecustomize runs too."""
+    script = tmp_path / "export_meta.py"
+    script.write_text(readme_recipe())
+    users = tmp_path / "users"
+    users.mkdir()
+    (users / "sitecustomize.py").write_text(USERS_OWN)
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    env = dict(
+        os.environ,
+        TMPDIR=str(tmpdir),
+        TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),  # torch's own
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+    )
+    env.pop("EXECUTORCH_DEVICE_GUARD", None)
+    runs = {
+        name: subprocess.run(
+            [sys.executable, str(script)],
+            env=dict(env, PYTHONPATH=os.pathsep.join(path)),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        for name, path in {
+            "stock": [str(users)],
+            "bootstrap": [str(BOOTSTRAP), str(users)],
+        }.items()
+    }
+    stock, fixed = runs["stock"], runs["bootstrap"]
+
+    def errors(proc: subprocess.CompletedProcess) -> List[str]:
+        lines = proc.stderr.splitlines()
+        return [line for line in lines if line.startswith("executorch.exir.error.")]
+
+    assert errors(stock) == [
+        "executorch.exir.error.InternalError: Failed with error: NULL pointer access"
+    ], stock.stderr[-3000:]
+    lines = fixed.stderr.splitlines()
+    assert lines[0] == "the user's sitecustomize ran"
+    assert errors(fixed) == [
+        "executorch.exir.error.InternalError: Failed with error: Constant tensor "
+        "data for '0.weight' is on device meta, but ExecuTorch can only serialize "
+        "constant data from CPU memory. Export with constants in CPU memory, or "
+        "lower them into a delegate for that device."
+    ], fixed.stderr[-3000:]
+    # The last frame of the emitter, and the line that raised there.
+    frames = [i for i, line in enumerate(lines) if "/_emitter.py" in line]
+    frame, raised = lines[frames[-1]], lines[frames[-1] + 1].strip()
+    assert raised == "raise InternalError(error)"
+    shown, number = re.fullmatch(r'  File "(.*)", line (\d+), in .*', frame).groups()
+    changed = Path(shown).read_text().splitlines()
+    assert changed[int(number) - 1].strip() == raised
+    assert shown.startswith(str(tmp_path / "cache"))
+    assert os.listdir(tmpdir) == []
