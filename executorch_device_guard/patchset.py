@@ -28,13 +28,14 @@ module needs only the standard library, so that the import hook can use it.
 from __future__ import annotations
 
 import dataclasses
-import email
-import email.policy
 import enum
 import functools
 import re
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import email.message
 
 _HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
@@ -204,6 +205,8 @@ class SeriesEntry:
 
     @property
     def message(self) -> email.message.EmailMessage:
+        import email.policy  # not at import: the import hook needs no email
+
         return email.message_from_bytes(
             self.patch_path.read_bytes(), policy=email.policy.default
         )
