@@ -79,3 +79,23 @@ def test_bench_check_splits_the_time_and_gives_the_ratios() -> None:
         r"\((within|OVER) 2\.5\)",
         lines[-1],
     ), lines
+
+
+def test_bench_startup_gives_both_figures_with_and_without_the_bootstrap() -> None:
+    result = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "bench_startup.py"), "--rounds", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    ms = r"\d+\.\d\d ms"
+    assert re.fullmatch(
+        rf"Python \S+, 1 interleaved rounds, medians\n"
+        rf"python -c pass: -X importtime top-level imports {ms} without the "
+        rf"bootstrap, {ms} with it \(\+-?{ms}\); wall \d+\.\d ms and \d+\.\d ms "
+        rf"\(\+-?\d+\.\d ms\)\n"
+        rf"executorch.exir.emit._emitter, its own import time: {ms} from its "
+        rf"stock .pyc without the bootstrap, {ms} changed with it \(\+-?{ms}\)\n",
+        result.stdout,
+    ), result.stdout
