@@ -23,7 +23,8 @@ of its text in the tool's cache folder (``$XDG_CACHE_HOME`` or ``~/.cache``,
 then ``executorch-device-guard/<hash>/executorch/...``), written once,
 atomically, and ``linecache`` holds the text under that name and the
 installed file's. Where the copy cannot be written the fix still runs, and
-its code names the installed file.
+its code names no file (``<FILE, changed by executorch-device-guard>``):
+never the stock file, whose lines would be shown for the changed ones.
 
 ``EXECUTORCH_DEVICE_GUARD=off`` in the environment keeps the finder off;
 ``EXECUTORCH_DEVICE_GUARD_SERIES=DIR`` serves ``DIR/patches/series`` instead
@@ -33,6 +34,8 @@ of the tool's own. Until a target is imported, this module has imported only
 
 import os
 import sys
+
+import _thread
 
 OFF = "EXECUTORCH_DEVICE_GUARD"
 SERIES = "EXECUTORCH_DEVICE_GUARD_SERIES"
@@ -56,6 +59,10 @@ class Finder:
         self.served = {}
         self._targets = None
         self._said = set()
+        # (thread, name) being looked up: a hook of another tool that looks
+        # the module up again (importlib.util.find_spec, as ddtrace's does)
+        # reaches this finder again, and that inner call decides.
+        self._finding = {}
 
     def find_spec(self, name, path=None, target=None):
         if not name.startswith(_PREFIX):
@@ -69,12 +76,21 @@ class Finder:
         found = self._targets.get(name)
         if found is None:
             return None
-        spec = _others(name, path, target)
-        if spec is not None:
+        key = (_thread.get_ident(), name)
+        outer = key not in self._finding
+        if outer:
+            self._finding[key] = False
+        try:
+            spec = _others(name, path, target)
+        finally:
+            decided = self._finding.pop(key) if outer else False
+        if spec is not None and not decided:
             try:
                 self._decide(spec, *found)
             except Exception as e:  # never break an import
                 _say(f"{spec.origin} loads as installed, without the fix: {e!r}")
+            if not outer:
+                self._finding[key] = True
         return spec
 
     def invalidate_caches(self):
@@ -88,6 +104,7 @@ class Finder:
             _serve(spec, rel, text)
             self.served[spec.name] = ("changed", "")
             return
+        _forget(spec)
         self.served[spec.name] = (state.value, why)
         if state in (patchset.FileState.PATCHED, patchset.FileState.NOT_FOR_RELEASE):
             return
@@ -234,12 +251,28 @@ def _serve(spec, rel, text):
     """Makes ``spec`` load ``text`` in place of its file's."""
     import linecache
 
-    shown = _copy_for_tracebacks(text, rel) or spec.origin
+    # Without a copy, a name that is no file: never the stock file's lines.
+    shown = _copy_for_tracebacks(text, rel) or _no_file(spec.origin)
     lines = text.splitlines(keepends=True)
-    for name in {shown, spec.origin}:
+    for name in (shown, spec.origin):
         # No modification time: linecache.checkcache keeps the entry.
         linecache.cache[name] = (len(text), None, lines, name)
     spec.loader = _Changed(spec.loader, text, shown)
+
+
+def _no_file(origin):
+    return f"<{origin}, changed by executorch-device-guard>"
+
+
+def _forget(spec):
+    """Drops the changed text that an earlier import put in ``linecache``
+    for this file (a reload after the file changed)."""
+    import linecache
+
+    for name in (spec.origin, _no_file(spec.origin)):
+        entry = linecache.cache.get(name)
+        if entry is not None and len(entry) == 4 and entry[1] is None:
+            del linecache.cache[name]
 
 
 class _Changed:
@@ -264,7 +297,10 @@ class _Changed:
         return self.text
 
     def __getattr__(self, name):  # get_filename, is_package, get_data, ...
-        return getattr(self.loader, name)
+        loader = self.__dict__.get("loader")  # none yet: copy, pickle
+        if loader is None:
+            raise AttributeError(name)
+        return getattr(loader, name)
 
 
 def cache_folder():

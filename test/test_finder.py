@@ -51,7 +51,8 @@ def python(
     tmp_path: Path, path: Path, code: str, prelude: str = PRELUDE, **env: str
 ) -> subprocess.CompletedProcess:
     """``code`` after ``prelude`` (the finder turned on) in a fresh Python,
-    ``path`` first on its path, with its bytecode written as by default."""
+    ``path`` first on its path, then this checkout's tool; bytecode written
+    as by default."""
     full: Dict[str, str] = {
         k: v
         for k, v in os.environ.items()
@@ -59,7 +60,7 @@ def python(
         and k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")
     }
     full.update(
-        PYTHONPATH=str(path),
+        PYTHONPATH=f"{path}{os.pathsep}{REPO}",
         EXECUTORCH_DEVICE_GUARD_SERIES=str(FIXTURES / "series"),
         XDG_CACHE_HOME=str(tmp_path / "cache"),
     )
@@ -166,13 +167,16 @@ def test_no_bytecode_of_a_changed_module_is_written(tmp_path: Path) -> None:
     assert copies[0].endswith(f"/{TINY}")
 
 
-def test_without_a_cache_folder_the_fix_still_runs(tmp_path: Path) -> None:
+def test_without_a_cache_folder_the_fix_runs_and_no_stock_line_is_shown(tmp_path):
     site = site_of(tmp_path, "stock")
+    with open(site / TINY, "a") as f:
+        f.write("\nSTOCK_LINE_7 = 'a stock line'\n")
     (tmp_path / "cache").write_text("a file, not a folder")
     proc = python(tmp_path, site, "import executorch.exir.tiny as t\nt.read('meta')\n")
-    assert (
-        last_frame(proc.stderr)[2] == "RuntimeError: data on meta cannot be read here"
-    )
+    *_, frame, error = proc.stderr.splitlines()
+    name = f"<{site / TINY}, changed by executorch-device-guard>"
+    assert frame == f'  File "{name}", line 6, in read'
+    assert error == "RuntimeError: data on meta cannot be read here"
 
 
 def test_a_text_that_holds_the_fix_loads_as_it_is_silently(tmp_path: Path) -> None:
@@ -253,6 +257,88 @@ def test_a_release_whose_labels_disagree_loads_as_it_is_with_one_line(tmp_path):
         f"installed, without the fix: {site / 'executorch'}/version.py says "
         f"'1.5.1', but {site / 'executorch-1.4.1.dist-info/METADATA'} says "
         "'1.4.1': which release it is cannot be told; reinstall ExecuTorch\n"
+    )
+
+
+WRAPPING_FINDER = """
+import importlib.util, sys
+
+class Wrapping:
+    \"\"\"Looks each module up again and wraps its loader, as ddtrace's
+    ModuleWatchdog does.\"\"\"
+    finding = set()
+    def find_spec(self, name, path=None, target=None):
+        if name in self.finding:
+            return None
+        self.finding.add(name)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self.finding.discard(name)
+        if spec is not None and name == "executorch.exir.tiny":
+            spec.loader = Wrapped(spec.loader)
+        return spec
+
+class Wrapped:
+    def __init__(self, loader):
+        self.loader = loader
+    def create_module(self, spec):
+        return None
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        print("the wrapping hook saw", module.__name__)
+
+sys.meta_path.insert(1, Wrapping())  # after the finder, which asks it
+"""
+
+
+def test_a_hook_that_wraps_loaders_keeps_the_fix_silently(tmp_path: Path) -> None:
+    site = site_of(tmp_path, "stock")
+    code = WRAPPING_FINDER + (
+        "import executorch.exir.tiny as t\n"
+        "print(finder.served)\n"
+        "t.read('meta')\n"
+    )
+    proc = python(tmp_path, site, code)
+    assert proc.stdout.splitlines() == [
+        "the wrapping hook saw executorch.exir.tiny",
+        "{'executorch.exir.tiny': ('changed', '')}",
+    ]
+    assert last_frame(proc.stderr)[1:] == (
+        RAISE,
+        "RuntimeError: data on meta cannot be read here",
+    )
+
+
+def test_a_changed_modules_spec_and_loader_copy_and_pickle(tmp_path: Path) -> None:
+    site = site_of(tmp_path, "stock")
+    code = (
+        "import copy, pickle\n"
+        "import executorch.exir.tiny as t\n"
+        "spec = copy.deepcopy(t.__spec__)\n"
+        "loader = pickle.loads(pickle.dumps(t.__loader__))\n"
+        "print(spec.origin == t.__file__, loader.get_source(t.__name__) == loader.text)\n"
+    )
+    proc = python(tmp_path, site, code)
+    assert (proc.stdout, proc.stderr) == ("True True\n", "")
+
+
+def test_a_reload_after_the_file_changed_shows_the_new_text(tmp_path: Path) -> None:
+    site = site_of(tmp_path, "stock")
+    code = (
+        "import importlib, inspect, pathlib\n"
+        "import executorch.exir.tiny as t\n"
+        "path = pathlib.Path(t.__file__)\n"
+        "path.write_text(path.read_text().replace('read on', 'edited read on'))\n"
+        "importlib.reload(t)\n"
+        "print(inspect.getsource(t.read), end='')\n"
+    )
+    proc = python(tmp_path, site, code)
+    assert proc.stdout == 'def read(device):\n    return f"edited read on {device}"\n'
+    assert proc.stderr == (
+        f"executorch-device-guard: {site / TINY} loads as installed, without the "
+        "fix: the change does not fit it (edited: differs from the stock text "
+        "in lines 2-5 (hunk 1))\n"
     )
 
 

@@ -64,7 +64,7 @@ def _chain():
     try:
         import sitecustomize  # noqa: F401
     except ImportError as e:
-        if e.name != "sitecustomize":
+        if getattr(e, "name", "sitecustomize") != "sitecustomize":  # 2.7: no name
             raise
         sys.modules["sitecustomize"] = this  # none other: this one stays
     finally:
