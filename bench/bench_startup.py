@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
 BOOTSTRAP = REPO / "executorch_device_guard" / "bootstrap"
@@ -44,8 +44,9 @@ def environment(bootstrap: bool, cache: str) -> Dict[str, str]:
     return env
 
 
-def imports_ms(code: str, env: Dict[str, str]) -> float:
-    """The top-level imports' cumulative milliseconds under -X importtime."""
+def import_times(code: str, env: Dict[str, str]) -> List[Tuple[int, int, str]]:
+    """Each import under -X importtime: its own and cumulative microseconds,
+    and its name, indented by its depth."""
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", code],
         capture_output=True,
@@ -53,28 +54,25 @@ def imports_ms(code: str, env: Dict[str, str]) -> float:
         env=env,
         check=True,
     )
-    total = 0
+    found = []
     for line in proc.stderr.splitlines():
-        if not line.startswith("import time:") or "cumulative" in line:
-            continue
-        _, cumulative, name = line[len("import time:") :].split("|")
-        if not name.startswith("  "):  # a top-level import
-            total += int(cumulative)
-    return total / 1000
+        if line.startswith("import time:") and "cumulative" not in line:
+            own, cumulative, name = line[len("import time:") :].split("|")
+            found.append((int(own), int(cumulative), name[1:]))
+    return found
+
+
+def imports_ms(code: str, env: Dict[str, str]) -> float:
+    """The top-level imports' cumulative milliseconds."""
+    times = import_times(code, env)
+    return sum(total for _, total, name in times if not name.startswith(" ")) / 1000
 
 
 def own_ms(module: str, code: str, env: Dict[str, str]) -> float:
-    """One module's own (self) milliseconds under -X importtime."""
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", code],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-    )
-    for line in proc.stderr.splitlines():
-        if line.startswith("import time:") and line.endswith(f" {module}"):
-            return int(line[len("import time:") :].split("|")[0]) / 1000
+    """One module's own milliseconds."""
+    for own, _, name in import_times(code, env):
+        if name.strip() == module:
+            return own / 1000
     raise RuntimeError(f"{module} was not imported by {code!r}")
 
 

@@ -12,12 +12,12 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import List
 
 import pytest
 
 from conftest import REPO
-from test_finder import FIXTURES, interpreter, last_frame, RAISE, site_of
+from test_finder import fresh_python, interpreter, last_frame, RAISE, site_of
 from test_readme import readme_recipe
 
 BOOTSTRAP = REPO / "executorch_device_guard" / "bootstrap"
@@ -25,43 +25,12 @@ BOOTSTRAP = REPO / "executorch_device_guard" / "bootstrap"
 USERS_OWN = 'import sys\nsys.stderr.write("the user\'s sitecustomize ran\\n")\n'
 
 
-def python(
-    tmp_path: Path,
-    path: List[Path],
-    code: str,
-    executable: str = sys.executable,
-    **env: str,
-) -> subprocess.CompletedProcess:
-    """``code`` in a fresh Python whose ``PYTHONPATH`` is ``path``, and whose
-    environment names no tool of this project's."""
-    full: Dict[str, str] = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("EXECUTORCH_DEVICE_GUARD")
-        and k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")
-    }
-    full.update(
-        PYTHONPATH=os.pathsep.join(map(str, path)),
-        EXECUTORCH_DEVICE_GUARD_SERIES=str(FIXTURES / "series"),
-        XDG_CACHE_HOME=str(tmp_path / "cache"),
-    )
-    full.update(env)
-    return subprocess.run(
-        [executable, "-c", code],
-        env=full,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 READ_META = "import executorch.exir.tiny as t\nprint(t.read('meta'))\n"
 
 
 def test_the_bootstrap_on_the_path_serves_the_fix(tmp_path: Path) -> None:
     site = site_of(tmp_path, "stock")
-    proc = python(tmp_path, [BOOTSTRAP, site], READ_META)
+    proc = fresh_python(tmp_path, [BOOTSTRAP, site], READ_META)
     assert last_frame(proc.stderr)[1:] == (
         RAISE,
         "RuntimeError: data on meta cannot be read here",
@@ -71,7 +40,7 @@ def test_the_bootstrap_on_the_path_serves_the_fix(tmp_path: Path) -> None:
 def test_the_users_own_sitecustomize_later_on_the_path_still_runs(tmp_path):
     site = site_of(tmp_path, "stock")
     (site / "sitecustomize.py").write_text(USERS_OWN)
-    proc = python(tmp_path, [BOOTSTRAP, site], READ_META)
+    proc = fresh_python(tmp_path, [BOOTSTRAP, site], READ_META)
     assert proc.stderr.splitlines()[0] == "the user's sitecustomize ran"
     assert last_frame(proc.stderr)[1] == RAISE
 
@@ -80,8 +49,8 @@ def test_an_error_in_the_users_sitecustomize_is_reported_as_python_would(tmp_pat
     site = site_of(tmp_path, "fixed")
     (site / "sitecustomize.py").write_text("import a_module_that_is_not_there\n")
     code = "print('ran')\n"
-    alone = python(tmp_path, [site], code)
-    bootstrapped = python(tmp_path, [BOOTSTRAP, site], code)
+    alone = fresh_python(tmp_path, [site], code)
+    bootstrapped = fresh_python(tmp_path, [BOOTSTRAP, site], code)
     assert "No module named 'a_module_that_is_not_there'" in alone.stderr
     assert (bootstrapped.stdout, bootstrapped.stderr) == (alone.stdout, alone.stderr)
 
@@ -89,8 +58,8 @@ def test_an_error_in_the_users_sitecustomize_is_reported_as_python_would(tmp_pat
 def test_the_bootstrap_adds_nothing_to_the_path(tmp_path: Path) -> None:
     site = site_of(tmp_path, "stock")
     code = "import sys\nprint(sys.path)\nprint(sorted(sys.modules))\n"
-    alone = python(tmp_path, [site], code).stdout.splitlines()
-    bootstrapped = python(tmp_path, [BOOTSTRAP, site], code).stdout.splitlines()
+    alone = fresh_python(tmp_path, [site], code).stdout.splitlines()
+    bootstrapped = fresh_python(tmp_path, [BOOTSTRAP, site], code).stdout.splitlines()
     assert bootstrapped[0] == alone[0].replace("[''", f"['', '{BOOTSTRAP}'", 1)
     # The tool's package, from the folder around the bootstrap; nothing else.
     added = sorted(set(eval(bootstrapped[1])) - set(eval(alone[1])))
@@ -106,7 +75,9 @@ def test_the_off_switch_keeps_the_fix_off(tmp_path: Path) -> None:
         READ_META
         + "import sys\nprint(sorted(m for m in sys.modules if 'guard' in m))\n"
     )
-    proc = python(tmp_path, [BOOTSTRAP, site], code, EXECUTORCH_DEVICE_GUARD="off")
+    proc = fresh_python(
+        tmp_path, [BOOTSTRAP, site], code, EXECUTORCH_DEVICE_GUARD="off"
+    )
     assert (proc.stdout, proc.stderr) == ("read on meta\n[]\n", "")
 
 
@@ -121,10 +92,10 @@ def test_a_python_older_than_3_10_runs_stock_with_one_line(tmp_path, version):
     )
     # Python 2 writes its bytecode beside the source, here in the tool.
     no_pyc = {"PYTHONDONTWRITEBYTECODE": "1"}
-    alone = python(tmp_path, [BOOTSTRAP, site], code, executable=old, **no_pyc)
+    alone = fresh_python(tmp_path, [BOOTSTRAP, site], code, executable=old, **no_pyc)
     assert (alone.stdout, alone.stderr) == ("[]\n", line)
     (site / "sitecustomize.py").write_text(USERS_OWN)
-    chained = python(tmp_path, [BOOTSTRAP, site], code, executable=old, **no_pyc)
+    chained = fresh_python(tmp_path, [BOOTSTRAP, site], code, executable=old, **no_pyc)
     assert (chained.stdout, chained.stderr) == (
         "[]\n",
         line + "the user's sitecustomize ran\n",

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 
@@ -47,12 +47,16 @@ def site_of(tmp_path: Path, package: str, release: Optional[str] = None) -> Path
     return site
 
 
-def python(
-    tmp_path: Path, path: Path, code: str, prelude: str = PRELUDE, **env: str
+def fresh_python(
+    tmp_path: Path,
+    path: List[Path],
+    code: str,
+    executable: str = sys.executable,
+    **env: str,
 ) -> subprocess.CompletedProcess:
-    """``code`` after ``prelude`` (the finder turned on) in a fresh Python,
-    ``path`` first on its path, then this checkout's tool; bytecode written
-    as by default."""
+    """``code`` in a fresh Python whose ``PYTHONPATH`` is ``path``, serving
+    the fixture series, with its cache folder in ``tmp_path`` and nothing else
+    of this project's in its environment; bytecode written as by default."""
     full: Dict[str, str] = {
         k: v
         for k, v in os.environ.items()
@@ -60,19 +64,27 @@ def python(
         and k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")
     }
     full.update(
-        PYTHONPATH=f"{path}{os.pathsep}{REPO}",
+        PYTHONPATH=os.pathsep.join(map(str, path)),
         EXECUTORCH_DEVICE_GUARD_SERIES=str(FIXTURES / "series"),
         XDG_CACHE_HOME=str(tmp_path / "cache"),
     )
     full.update(env)
     return subprocess.run(
-        [sys.executable, "-c", prelude + code],
+        [executable, "-c", code],
         env=full,
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def python(
+    tmp_path: Path, path: Path, code: str, prelude: str = PRELUDE, **env: str
+) -> subprocess.CompletedProcess:
+    """``code`` after ``prelude`` (the finder turned on) in a fresh Python,
+    ``path`` first on its path, then this checkout's tool."""
+    return fresh_python(tmp_path, [path, REPO], prelude + code, **env)
 
 
 def interpreter(version: str) -> str:
@@ -107,18 +119,7 @@ def test_a_target_runs_the_changed_text_and_its_traceback_shows_it(tmp_path):
 def test_the_traceback_shows_the_changed_line_on_every_python(tmp_path, version):
     site = site_of(tmp_path, "stock")
     code = PRELUDE + "import executorch.exir.tiny as t\nt.read('meta')\n"
-    proc = subprocess.run(
-        [interpreter(version), "-c", code],
-        env={
-            "PATH": os.environ["PATH"],
-            "PYTHONPATH": f"{site}{os.pathsep}{REPO}",
-            "EXECUTORCH_DEVICE_GUARD_SERIES": str(FIXTURES / "series"),
-            "XDG_CACHE_HOME": str(tmp_path / "cache"),
-        },
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = fresh_python(tmp_path, [site, REPO], code, interpreter(version))
     frame, line, error = last_frame(proc.stderr)
     assert frame.endswith(f'/{TINY}", line 6, in read'), proc.stderr
     assert (line, error) == (RAISE, "RuntimeError: data on meta cannot be read here")
@@ -295,9 +296,7 @@ sys.meta_path.insert(1, Wrapping())  # after the finder, which asks it
 def test_a_hook_that_wraps_loaders_keeps_the_fix_silently(tmp_path: Path) -> None:
     site = site_of(tmp_path, "stock")
     code = WRAPPING_FINDER + (
-        "import executorch.exir.tiny as t\n"
-        "print(finder.served)\n"
-        "t.read('meta')\n"
+        "import executorch.exir.tiny as t\n" "print(finder.served)\n" "t.read('meta')\n"
     )
     proc = python(tmp_path, site, code)
     assert proc.stdout.splitlines() == [
