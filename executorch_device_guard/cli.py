@@ -232,8 +232,8 @@ def _run(args: argparse.Namespace) -> int:
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not command:
         return _usage_error("run: give a command, e.g. run -- python export.py")
-    # An interrupt before the command starts removes the overlay and ends
-    # here (main says so); once it runs, the command's exit code is ours.
+    # An interrupt before the command starts ends here (main says so); once
+    # it runs, the command's exit code is ours.
     return run_command(command, data_root(), wait=args.wait)
 
 
@@ -511,13 +511,13 @@ def parser() -> argparse.ArgumentParser:
         "run",
         help="run a command with the patched ExecuTorch, writing nothing to "
         "site-packages",
-        description="Runs COMMAND with a patched overlay of the installed "
-        "ExecuTorch first on PYTHONPATH, for the command and its children. "
-        "Exits with the command's exit code (128+N if a signal N ended it). "
-        "The overlay is removed afterwards. A command line that drops "
-        "PYTHONPATH (python -I or -E, env -u PYTHONPATH) is refused; when no "
-        "process of the command imported the patched ExecuTorch, one line on "
-        "stderr says so.",
+        description="Runs COMMAND with the tool's bootstrap folder first on "
+        "PYTHONPATH: every Python process of the command and its children "
+        "imports ExecuTorch with the fix, served at import; nothing is written "
+        "in ExecuTorch, site-packages or TMPDIR. Exits with the command's exit "
+        "code (128+N if a signal N ended it). A command line whose Python "
+        "would not start the bootstrap (python -I, -E or -S, env -i, env -u "
+        "PYTHONPATH) is refused.",
     )
     _wait_option(r)
     r.add_argument(

@@ -14,7 +14,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import List
+from typing import List, Tuple
 
 import pytest
 
@@ -121,16 +121,41 @@ def readme_recipe() -> str:
     return recipe
 
 
+def emitter_raised(stderr: str) -> Tuple[str, str]:
+    """The file named by a traceback's last frame in the emitter, and the
+    source line printed under it; asserts that this is the line at that
+    number in that file (the changed text, not the stock one)."""
+    lines = stderr.splitlines()
+    frames = [i for i, line in enumerate(lines) if "/_emitter.py" in line]
+    frame, raised = lines[frames[-1]], lines[frames[-1] + 1].strip()
+    shown, number = re.fullmatch(r'  File "(.*)", line (\d+), in .*', frame).groups()
+    assert Path(shown).read_text().splitlines()[int(number) - 1].strip() == raised
+    return shown, raised
+
+
 def test_the_readme_recipe_shows_the_fix_on_cpu(tmp_path: Path) -> None:
-    """Stock ExecuTorch fails without naming the device; under ``run`` the
-    same script names the constant and ``meta``."""
+    """The README's example, stock and under ``run`` in one test: stock fails
+    without naming the device; under ``run``, with an empty TMPDIR of its own
+    (torch's cache elsewhere), the command lists nothing there, the changed
+    line of the emitter raises the error that names the constant and
+    ``meta``, and TMPDIR is empty after."""
     script = tmp_path / "export_meta.py"
     script.write_text(readme_recipe())
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(REPO),
+        PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]]),
+        TMPDIR=str(tmpdir),
+        TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+    )
+    env.pop("EXECUTORCH_DEVICE_GUARD", None)
     commands = {
-        "stock": [sys.executable, str(script)],
-        "run": [sys.executable, "-m", "executorch_device_guard", "run", "--"]
-        + [sys.executable, str(script)],
+        "stock": ["python", "export_meta.py"],
+        "run": ["python", "-m", "executorch_device_guard", "run", "--"]
+        + ["sh", "-c", 'ls -A "$TMPDIR"; python export_meta.py'],
     }
     results = {
         name: subprocess.run(
@@ -145,8 +170,13 @@ def test_the_readme_recipe_shows_the_fix_on_cpu(tmp_path: Path) -> None:
         in stock.stderr.splitlines()
     ), stock.stderr[-3000:]
     assert run.returncode == 1, run.stderr[-3000:]
+    assert run.stdout == ""  # ls -A "$TMPDIR": nothing
     assert (
-        "InternalError: Failed with error: Constant tensor data for '0.weight' is "
-        "on device meta, " in run.stderr
+        "executorch.exir.error.InternalError: Failed with error: Constant tensor "
+        "data for '0.weight' is on device meta, " in run.stderr
     ), run.stderr[-3000:]
-    assert "executorch-device-guard" not in run.stderr  # no note: it was imported
+    shown, raised = emitter_raised(run.stderr)
+    assert raised == "raise InternalError(error)"
+    assert shown.startswith(str(tmp_path / "cache"))
+    assert "executorch-device-guard" not in run.stderr.replace(shown, "")
+    assert os.listdir(tmpdir) == []

@@ -55,8 +55,8 @@ def inspect_targets(
     survey = _installed.survey(installed, targets, wait=wait)
     if survey.shadowed():
         raise GuardError(
-            f"{survey.shadowed()}: an overlay of it would not be used. Nothing "
-            "was run. Remove that file, then run the command again."
+            f"{survey.shadowed()}: the fix would not be used. Nothing was run. "
+            "Remove that file, then run the command again."
         )
     found = survey.files
     bad = [
