@@ -6,7 +6,7 @@
 
 """Temporary folders for the overlays, created and removed whatever signal comes.
 
-``check`` and ``run`` put their overlays in a temporary folder that goes on
+``check`` puts its overlays in a temporary folder that goes on
 ``PYTHONPATH``, so its path must not hold ``os.pathsep``: a ``TMPDIR`` such as
 ``/tmp/a:b`` would split it in two and the child would import the stock
 ExecuTorch. Such a ``TMPDIR`` is refused (GuardError), and so is one whose
@@ -23,15 +23,14 @@ and not removed yet is listed, so that ``remove_all`` (the CLI's last step)
 removes it even if a signal came between its creation and its owner's
 ``try``.
 
-A folder can also be made *locked* (``run``'s, ``check``'s): an ``flock`` on
-it is held while the tool uses it (``run``'s command inherits the
-descriptor, ``lock_of``). A SIGKILL leaves such a folder behind;
+A folder can also be made *locked* (``check``'s): an ``flock`` on it is
+held while the tool uses it. A SIGKILL leaves such a folder behind;
 ``remove_abandoned`` removes, in the temporary folder, exactly those of its
 names (the prefix and ``mkdtemp``'s 8 characters) that are this user's real
-folders, older than a minute, holding nothing but what its command puts
-there, whose lock no process holds and that no live process still uses:
-on Linux, a process whose environment names the folder (its path is on the
-``PYTHONPATH`` that the tool gave its commands, which every process they
+folders, older than a minute, holding nothing but what ``check`` puts there,
+whose lock no process holds and that no live process still uses: on Linux,
+a process whose environment names the folder (its path is on the
+``PYTHONPATH`` that ``check`` gave its children, which every process they
 start inherits, whether it closed its descriptors or left the session;
 ``users``). And a folder is never made inside
 ``outside`` (the installed package) or the site-packages folder that holds
@@ -54,7 +53,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Set
 
 try:
     import fcntl
@@ -70,17 +69,12 @@ _SIGNALS = [
     for name in ("SIGINT", "SIGTERM", "SIGHUP")
     if hasattr(signal, name)
 ]
-# The locked folders that ``run`` and ``check`` make, by name prefix (then
-# ``mkdtemp``'s 8 characters), and what each may hold: ``run``'s overlay,
-# its import check's answer and import markers; ``check``'s two overlays,
-# its children's case folders and its warm parents' folders. Either command
-# removes what a SIGKILL left of both (``remove_abandoned``).
-RUN = "device-guard-run-"
+# The locked folders that ``check`` makes, by name prefix (then ``mkdtemp``'s
+# 8 characters), and what each may hold: its two overlays, its children's
+# case folders and its warm parents' folders. ``check`` removes what a
+# SIGKILL left of them (``remove_abandoned``).
 CHECK = "device-guard-"
-_CONTENTS = {
-    RUN: re.compile(r"patched|where\.json|imported|started"),
-    CHECK: re.compile(r"stock|patched|cases|warm-[a-z0-9_]{8}"),
-}
+_CONTENTS = re.compile(r"stock|patched|cases|warm-[a-z0-9_]{8}")
 _live: Set[Path] = set()
 _locks: Dict[Path, int] = {}
 # A folder younger than this may not hold its lock yet.
@@ -208,8 +202,9 @@ def writing(folder: Path) -> Iterator[None]:
 
 
 def make(prefix: str, outside: Optional[Path] = None, locked: bool = False) -> Path:
-    """A new temporary folder (not inside ``outside``; ``locked``: see
-    ``lock_of``); a signal during its creation removes it again."""
+    """A new temporary folder (not inside ``outside``; ``locked``: held with
+    an ``flock`` while it is used); a signal during its creation removes it
+    again."""
     root = temp_root(outside)
     with holding() as held:
         try:
@@ -231,12 +226,6 @@ def make(prefix: str, outside: Optional[Path] = None, locked: bool = False) -> P
     return path
 
 
-def lock_of(path: Path) -> Tuple[int, ...]:
-    """The descriptor that holds a locked folder's lock (none if it has none),
-    for a command to inherit: the lock lasts while any process has it."""
-    return (_locks[path],) if path in _locks else ()
-
-
 def remove(path: Path) -> None:
     """Removes ``path`` entirely; a signal meanwhile is raised once it is gone."""
     with holding() as held:
@@ -244,13 +233,6 @@ def remove(path: Path) -> None:
         _live.discard(path)
         _unlock(path)
     held.raise_first()
-
-
-def keep(path: Path) -> None:
-    """Leaves ``path`` where it is, unlocked, for ``remove_abandoned`` of a
-    later run: processes that outlive its owner still use it."""
-    _live.discard(path)
-    _unlock(path)
 
 
 def remove_all() -> None:
@@ -269,8 +251,8 @@ def _unlock(path: Path) -> None:
 
 
 def remove_abandoned(outside: Optional[Path] = None) -> List[Path]:
-    """Removes the locked folders of ``run`` and ``check`` that a SIGKILL
-    left in the temporary folder (refused, as for ``make``, if it is inside
+    """Removes the locked folders of ``check`` that a SIGKILL left in the
+    temporary folder (refused, as for ``make``, if it is inside
     ``outside``): this user's real folders, named as they name theirs,
     settled, holding only what they put there, whose lock no process holds
     and that no live process uses (``users.of``: one that a command started
@@ -278,18 +260,14 @@ def remove_abandoned(outside: Optional[Path] = None) -> List[Path]:
     if fcntl is None or not hasattr(os, "geteuid"):
         return []
     root = temp_root(outside)
-    names = {
-        re.compile(re.escape(prefix) + r"[a-z0-9_]{8}"): contents
-        for prefix, contents in _CONTENTS.items()
-    }
+    name = re.compile(re.escape(CHECK) + r"[a-z0-9_]{8}")
     removed = []
     try:
         entries = sorted(os.listdir(root))
     except OSError:
         return []
     for entry in entries:
-        contents = next((c for n, c in names.items() if n.fullmatch(entry)), None)
-        if contents is None:
+        if not name.fullmatch(entry):
             continue
         path = Path(root) / entry
         try:
@@ -308,7 +286,7 @@ def remove_abandoned(outside: Optional[Path] = None) -> List[Path]:
             opened = os.fstat(fd)
             if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
                 continue
-            if not all(contents.fullmatch(n) for n in os.listdir(fd)):
+            if not all(_CONTENTS.fullmatch(n) for n in os.listdir(fd)):
                 continue  # not a folder that the tool made
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -19,14 +19,11 @@ refuses: a target that is neither stock nor patched, or missing. A target
 that the release does not ship (not in its RECORD) is linked as it is, like
 any other file.
 
-``is_patched_overlay`` tells, from the files alone, whether a folder is such
-a patched overlay of the installed ExecuTorch as it is now: ``run`` inside
-``run`` finds the outer one first on its path.
-
 Python run with an overlay must not cache bytecode: a module imported through
 a linked folder would have its ``__pycache__`` written into the installed
-package. ``NO_BYTECODE`` is what ``check`` and ``run`` put in the environment
-for that.
+package. ``NO_BYTECODE`` is what ``check`` puts in the environment for that
+(``run`` too, as it always has). ``inspect_targets`` is the survey that
+``run`` and ``check`` refuse on.
 """
 
 from __future__ import annotations
@@ -36,7 +33,6 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from executorch_device_guard.installation import installed as _installed, lock
-from executorch_device_guard.installation.confined import read_file, Unsafe
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.installation.installed import FileState, Inspection
 from executorch_device_guard.patchset import FilePatch
@@ -110,70 +106,6 @@ def _files(found: Dict[str, Inspection], patched: bool) -> Dict[Path, bytes]:
         patched_data = inspection.other if is_stock else inspection.data
         files[Path(rel)] = patched_data if patched else inspection.stock()
     return files
-
-
-def is_patched_overlay(
-    folder: Path,
-    installed: Path,
-    found: Dict[str, Inspection],
-    variants: Optional[Dict[str, bytes]] = None,
-) -> bool:
-    """Whether ``folder/executorch`` is exactly what ``build_overlay`` makes
-    of ``installed`` (whose targets are ``found``) with ``patched=True``: the
-    same names, each target a file of the patched bytes, each folder on the
-    way to one a real folder, everything else a link to the installed entry
-    of that name. ``variants``: other bytes that a linked file may have as a
-    file of its own (the import marker that ``run`` adds)."""
-    files = _files(found, patched=True)
-    along = {parent for rel in files for parent in rel.parents}
-    seen: set = set()
-    try:
-        same = _same_tree(
-            installed,
-            folder / "executorch",
-            Path("."),
-            along,
-            files,
-            {Path(rel): data for rel, data in (variants or {}).items()},
-            seen,
-        )
-    except (OSError, Unsafe):
-        return False
-    return same and seen == set(files)
-
-
-def _same_tree(
-    src: Path,
-    dst: Path,
-    rel: Path,
-    along: set,
-    files: Dict[Path, bytes],
-    variants: Dict[Path, bytes],
-    seen: set,
-) -> bool:
-    if dst.is_symlink() or not dst.is_dir():
-        return False
-    wanted = {e.name for e in os.scandir(src) if e.name != "__pycache__"}
-    if set(os.listdir(dst)) != wanted:
-        return False
-    for name in sorted(wanted):
-        child, entry = rel / name, dst / name
-        if child in files:
-            if entry.is_symlink() or read_file(entry) != files[child]:
-                return False
-            seen.add(child)
-        elif child in along:
-            if not _same_tree(
-                src / name, entry, child, along, files, variants, seen
-            ):
-                return False
-        elif entry.is_symlink():
-            target = os.path.join(dst, os.readlink(entry))
-            if os.path.realpath(target) != os.path.realpath(src / name):
-                return False
-        elif child not in variants or read_file(entry) != variants[child]:
-            return False
-    return True
 
 
 def _link_tree(
