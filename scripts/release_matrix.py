@@ -21,13 +21,14 @@ by default, its bytecode compiled and listed in RECORD (torch without):
 3. each probe of test/crash_probes.py whose code the release ships: stock,
    the process dies with SIGSEGV, and faulthandler's innermost frame in
    ExecuTorch is the guarded function (the line is printed with its source);
-   under ``run`` (the patched overlay), it exits 1 with the clear error.
+   under ``run`` (the import hook), it exits 1 with the clear error.
 
 ``--sites`` runs one probe per guarded read (the emitter's first probe
 only; its other three reach the same line). ``--no-probes`` installs the wheel alone (``--no-deps``, no torch) and runs
-steps 1 and 2 only, with ``run -- python`` reading the patched files through
-the overlay instead of importing ExecuTorch: minutes instead of an hour for
-the releases whose torch is a CUDA build of several GB.
+steps 1 and 2 only, with ``run -- python`` asking the import hook in that
+process what it serves for each target (``SEES``) instead of importing
+ExecuTorch: minutes instead of an hour for the releases whose torch is a
+CUDA build of several GB.
 
 Prints one block per release, then a markdown table; exits 1 if any check
 failed. The environment is deleted afterwards (``--keep`` keeps it).
@@ -172,14 +173,20 @@ def crash_site(stderr: str, site: Path) -> Optional[Tuple[str, int, str]]:
     return None
 
 
-# Run under the overlay without torch: the sha256 of each target as Python
-# would import it, to compare with what ``apply`` wrote.
+# Run under ``run`` without torch: for each target, what the import hook of
+# that process serves (its report, ``Finder.served``) and the sha256 of the
+# text it would run, to compare with what ``apply`` writes. The hook is asked
+# for each module in its folder, so that no package of ExecuTorch runs.
 SEES = """
-import hashlib, importlib.util, pathlib, sys
-spec = importlib.util.find_spec("executorch")
-root = pathlib.Path(list(spec.submodule_search_locations)[0])
+import hashlib, importlib.util, os, sys
+root = list(importlib.util.find_spec("executorch").submodule_search_locations)[0]
+(hook,) = [f for f in sys.meta_path if getattr(f, "executorch_device_guard_finder", 0)]
 for rel in sys.argv[1:]:
-    print(rel, hashlib.sha256((root / rel).read_bytes()).hexdigest())
+    parts = ["executorch", *rel[: -len(".py")].split("/")]
+    name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    spec = hook.find_spec(name, [os.path.join(root, os.path.dirname(rel))])
+    text = spec.loader.get_source(name).encode()
+    print(rel, hook.served[name][0], hashlib.sha256(text).hexdigest())
 """
 
 
@@ -277,9 +284,19 @@ def release(
             command = [str(python), "-c", SEES, *sorted(shipped)]
         proc = sh([*tool, "run", "--", *command], env=env, cwd=base)
         if not probes:
-            seen = dict(line.split() for line in proc.stdout.splitlines())
-            same = [r for r in seen if seen[r] == patched[f"executorch/{r}"]]
-            say(f"run: {len(same)} of {len(shipped)} targets are the patched files")
+            seen = {
+                rel: (served, digest)
+                for rel, served, digest in map(str.split, proc.stdout.splitlines())
+            }
+            same = [
+                r
+                for r, (served, digest) in seen.items()
+                if served == "changed" and digest == patched[f"executorch/{r}"]
+            ]
+            say(
+                f"run: {len(same)} of {len(shipped)} targets served changed, "
+                "as apply writes them"
+            )
             if len(same) != len(shipped) or not shipped:
                 proc.returncode = proc.returncode or 1
         after_run = tree_state(site)

@@ -153,16 +153,24 @@ def test_1_0_0_apply_then_revert_is_byte_identical(v1_0_0: Path) -> None:
     assert hashes(v1_0_0) == before
 
 
-def test_1_0_0_run_writes_nothing(v1_0_0: Path, tmp_path: Path) -> None:
+def test_1_0_0_run_serves_the_backport_form_and_writes_nothing(
+    v1_0_0: Path, tmp_path: Path
+) -> None:
+    """Under run, the command's import hook serves 1.0.0's Vulkan builder
+    changed by its own form (its report, and the text it runs, say so); the
+    release's files are as pip installed them."""
     before = hashes(v1_0_0)
     code = (
-        "import pathlib, executorch.backends.vulkan.serialization as s; "
-        "text = (pathlib.Path(s.__path__[0]) / 'vulkan_graph_builder.py').read_text(); "
-        "print('get_tensor_name,' in text)"
-    )
+        "import importlib.util, sys\n"
+        "name = 'executorch.backends.vulkan.serialization.vulkan_graph_builder'\n"
+        "spec = importlib.util.find_spec(name)\n"
+        "(hook,) = [f for f in sys.meta_path if getattr(f, MARK, 0)]\n"
+        "print(spec.origin, hook.served[name][0])\n"
+        "print('get_tensor_name,' in spec.loader.get_source(name))\n"
+    ).replace("MARK", repr("executorch_device_guard_finder"))
     result = cli(v1_0_0, "run", "--", sys.executable, "-c", code, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "True\n"
+    assert result.stdout == f"{v1_0_0 / 'executorch' / VULKAN} changed\nTrue\n"
     assert hashes(v1_0_0) == before
 
 
