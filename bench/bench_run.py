@@ -4,8 +4,8 @@
 # This source code is licensed under the BSD-style license found in the
 # LICENSE file in the root directory of this source tree.
 
-"""What ``run`` costs: ``run -- python -c "import executorch.exir"`` against
-the same import without it.
+"""What ``run`` costs: ``run -- python export_meta.py`` (the README's example)
+against the same ``python export_meta.py`` without it.
 
     .venv/bin/python bench/bench_run.py [--rounds 5]
 
@@ -15,7 +15,9 @@ after one warm-up round that is not counted. Prints each time, the medians,
 their ratio (the target is at most 1.1) and the load average before and
 after. Wall time is what a user waits; CPU time (user + system, of the
 process and everything it waited for) is printed too, as other work on the
-machine changes it much less.
+machine changes it much less. Each run must end as the README says: exit 1,
+stock with ``NULL pointer access``, under ``run`` with the error that names
+the device.
 
 Neither writes bytecode into the installed ExecuTorch: ``run`` sets
 ``PYTHONDONTWRITEBYTECODE=1`` for its command, and the plain import gets the
@@ -27,16 +29,30 @@ anything changed.
 
 import argparse
 import os
+import re
 import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
-CODE = "import executorch.exir"
+# How each command must end (exit 1): the last line of its error.
+ENDS = {
+    "plain": "InternalError: Failed with error: NULL pointer access",
+    "run": "Constant tensor data for '0.weight' is on device meta,",
+}
+
+
+def readme_example() -> str:
+    """The README's ``export_meta.py``."""
+    text = (REPO / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    (example,) = [b for b in blocks if b.startswith("# export_meta.py")]
+    return example
 
 
 def executorch_folder() -> Path:
@@ -58,14 +74,15 @@ def fingerprint(root: Path) -> Dict[str, Tuple[int, int]]:
     return found
 
 
-def timed(cmd: List[str], env: Dict[str, str]) -> Tuple[float, float]:
-    """Wall and CPU seconds of ``cmd`` and its descendants."""
+def timed(cmd: List[str], env: Dict[str, str], end: str) -> Tuple[float, float]:
+    """Wall and CPU seconds of ``cmd`` and its descendants; it must exit 1
+    with ``end`` on stderr."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     elapsed = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
+    if proc.returncode != 1 or end not in proc.stderr:
         sys.exit(
             f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}"
         )
@@ -81,7 +98,10 @@ def main() -> int:
     env["PYTHONPATH"] = os.pathsep.join(
         [str(REPO)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
     )
-    plain = [sys.executable, "-c", CODE]
+    folder = tempfile.TemporaryDirectory(prefix="bench-run-")
+    script = Path(folder.name) / "export_meta.py"
+    script.write_text(readme_example())
+    plain = [sys.executable, str(script)]
     run = [sys.executable, "-m", "executorch_device_guard", "run", "--", *plain]
     root = executorch_folder()
     before = fingerprint(root)
@@ -90,7 +110,7 @@ def main() -> int:
     commands = {"plain": plain, "run": run}
     for round_ in range(args.rounds + 1):
         order = ["plain", "run"] if round_ % 2 else ["run", "plain"]
-        measured = {name: timed(commands[name], env) for name in order}
+        measured = {name: timed(commands[name], env, ENDS[name]) for name in order}
         line = ", ".join(
             f"{name} {measured[name][0]:.2f} s (CPU {measured[name][1]:.2f} s)"
             for name in ("plain", "run")
@@ -111,13 +131,14 @@ def main() -> int:
         f"after {load_after[0]:.2f} (1 min)"
     )
     print(
-        f'python -c "{CODE}": {wall["plain"]:.2f} s, CPU {cpu["plain"]:.2f} s '
+        f'python export_meta.py: {wall["plain"]:.2f} s, CPU {cpu["plain"]:.2f} s '
         f"(medians of {args.rounds})"
     )
     print(
-        f'executorch-device-guard run -- python -c "{CODE}": {wall["run"]:.2f} s, '
+        f"executorch-device-guard run -- python export_meta.py: {wall['run']:.2f} s, "
         f'CPU {cpu["run"]:.2f} s (medians of {args.rounds})'
     )
+    folder.cleanup()
     print(f"CPU ratio: {cpu['run'] / cpu['plain']:.3f}")
     verdict = "within" if ratio <= 1.1 else "OVER"
     print(f"ratio: {ratio:.3f} ({verdict} the target of at most 1.1)")

@@ -4,8 +4,8 @@
 # This source code is licensed under the BSD-style license found in the
 # LICENSE file in the root directory of this source tree.
 
-"""``bench/bench_run.py``: run against the plain import, in one run, with
-the installed ExecuTorch unchanged."""
+"""``bench/bench_run.py``: run against plain python on the README's example,
+in one run, with the installed ExecuTorch unchanged."""
 
 import re
 import subprocess
