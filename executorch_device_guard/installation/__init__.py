@@ -5,5 +5,5 @@
 # LICENSE file in the root directory of this source tree.
 
 """The installed ExecuTorch: ``status``, ``apply`` and ``revert`` in its
-package folder, and the patched overlay that ``run`` and ``check`` read
-instead, which changes nothing there."""
+package folder; ``run``, which turns the import hook on for one command; and
+the patched overlay that ``check`` reads, which changes nothing there."""
