@@ -418,16 +418,29 @@ def test_verbose_and_log_dir_show_each_childs_stderr(tmp_path: Path) -> None:
     assert "===== emitter fake:cuda:0 patched: InternalError:" in result.stderr
 
 
-def test_the_import_hook_on_pythonpath_leaves_the_table_as_it_is() -> None:
+def test_the_import_hook_on_pythonpath_or_under_run_leaves_the_table_as_it_is():
     """Each column runs its own emitter in every process, whatever the
-    environment turns on (``run``'s bootstrap on PYTHONPATH)."""
+    environment turns on: ``run``'s bootstrap on PYTHONPATH, or ``run --
+    executorch-device-guard check`` itself. The table is a plain check's,
+    stock failures in the stock column, and OK."""
     bootstrap = REPO / "executorch_device_guard" / "bootstrap"
     args = ["--paths", "emitter", "--devices", "cpu", "fake:cuda:0"]
     plain = run_check(*args)
     hooked = run_check(*args, env={"PYTHONPATH": f"{bootstrap}{os.pathsep}{REPO}"})
+    tool = [sys.executable, "-m", "executorch_device_guard"]
+    under_run = subprocess.run(
+        [*tool, "run", "--", *tool, "check", *args],
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert plain.returncode == 0, plain.stdout + plain.stderr
     assert "SIGSEGV (exit 139)" in plain.stdout
     assert (hooked.returncode, hooked.stdout) == (0, plain.stdout), hooked.stderr
+    assert (under_run.returncode, under_run.stdout) == (0, plain.stdout), (
+        under_run.stderr
+    )
 
 
 def run_checks(*argvs: List[str]) -> List[subprocess.CompletedProcess]:
