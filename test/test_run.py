@@ -591,6 +591,34 @@ def test_a_refusal_names_the_program_that_drops_pythonpath(argv, shown) -> None:
     assert "so the command would get the stock ExecuTorch" in str(error.value)
 
 
+@pytest.mark.parametrize(
+    "given,expected",
+    [
+        (None, ["B"]),
+        ("", ["B"]),
+        ("a", ["B", "a"]),
+        (":a", ["B", "", "a"]),  # the empty entry (the current folder) stays
+        ("B:a", ["B", "a"]),
+        ("a:B", ["B", "a"]),
+    ],
+)
+def test_the_bootstrap_goes_first_on_pythonpath_once(given, expected) -> None:
+    from executorch_device_guard.installation.run import BOOTSTRAP, environment
+
+    def path(text: str) -> str:
+        return os.pathsep.join(
+            str(BOOTSTRAP) if p == "B" else p for p in text.split(":")
+        )
+
+    env = {"EXECUTORCH_DEVICE_GUARD": "off"}
+    if given is not None:
+        env["PYTHONPATH"] = path(given)
+    got = environment(env)
+    assert got["PYTHONPATH"] == path(":".join(expected))
+    assert got["PYTHONDONTWRITEBYTECODE"] == "1"
+    assert "EXECUTORCH_DEVICE_GUARD" not in got
+
+
 def test_a_run_inside_a_run_is_one_finder(tmp_env) -> None:
     """A script that wraps its export in ``run``, itself run under ``run``:
     the inner command has the bootstrap once on its path, one import hook,

@@ -93,10 +93,11 @@ def environment(env: Dict[str, str]) -> Dict[str, str]:
             "split it on PYTHONPATH: install the tool in a folder without it. "
             "Nothing was run."
         )
+    given = env.get("PYTHONPATH")
     rest = [
         p
-        for p in env.get("PYTHONPATH", "").split(os.pathsep)
-        if p and os.path.abspath(p) != str(BOOTSTRAP)
+        for p in (given.split(os.pathsep) if given else [])
+        if not p or os.path.abspath(p) != str(BOOTSTRAP)
     ]
     env = dict(env, PYTHONPATH=os.pathsep.join([str(BOOTSTRAP), *rest]))
     env.update(NO_BYTECODE)
