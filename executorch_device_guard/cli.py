@@ -26,10 +26,13 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import List, NoReturn, Optional, Tuple, Union
+from typing import List, NoReturn, Optional, Tuple, TYPE_CHECKING, Union
 
 from executorch_device_guard import __version__, data_root
 from executorch_device_guard.check.jobs import default_jobs
+
+if TYPE_CHECKING:
+    from executorch_device_guard.check.runner import Emitters
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -128,19 +131,41 @@ def _refuse_protected_log_dir(folder: Path) -> None:
 def _check_rows(args: argparse.Namespace) -> "Union[int, Tuple[List, List]]":
     """The matrix's rows and the (path, device) pairs selected, or an exit
     code when the model or selection is refused."""
-    from executorch_device_guard.check import matrix, probe
+    from executorch_device_guard.check import matrix
     from executorch_device_guard.check.runner import Emitters, export_preload
 
     # Each warm parent loads the model once, for all its exports (preloaded.py).
     preload = export_preload(args.paths, model=True)
     flows = [matrix.PATHS[p][0] for p in args.paths or matrix.PATHS]
-    with Emitters(
+    emitters = Emitters(
         warm=not args.fresh,
         preload=preload,
         model=args.model,
         flows=flows,
         timeout=args.timeout,
-    ) as emitters:
+    )
+    try:
+        return _run_rows(args, emitters)
+    finally:
+        if emitters.left_running:
+            # The model's own, never waited for: named, as they outlive check,
+            # whether its rows ran or the model or selection was refused.
+            shown = ", ".join(emitters.left_running[:3])
+            more = len(emitters.left_running) - 3
+            _note(
+                "the model started processes in sessions of their own, which "
+                f"check leaves running: {shown}"
+                + (f" and {more} more" if more > 0 else "")
+            )
+
+
+def _run_rows(
+    args: argparse.Namespace, emitters: Emitters
+) -> Union[int, Tuple[List, List]]:
+    """``_check_rows`` inside ``emitters``, which it closes."""
+    from executorch_device_guard.check import matrix, probe
+
+    with emitters:
         emitters.start()
         # One child loads the model and asks for CUDA before any export runs.
         # It reports to a file of its own: the model may print anything.
@@ -193,15 +218,7 @@ def _check_rows(args: argparse.Namespace) -> "Union[int, Tuple[List, List]]":
         )
         if args.verbose:
             for note in emitters.notes:
-                print(f"executorch-device-guard: {note}", file=sys.stderr)
-    if emitters.left_running:
-        # The model's own, never waited for: named, as they outlive check.
-        shown = ", ".join(emitters.left_running[:3])
-        more = len(emitters.left_running) - 3
-        _note(
-            "the model started processes in sessions of their own, which check "
-            f"leaves running: {shown}" + (f" and {more} more" if more > 0 else "")
-        )
+                _note(note)
     return rows, pairs
 
 

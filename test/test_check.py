@@ -1384,6 +1384,32 @@ def test_a_process_that_the_model_starts_holds_no_export(
         assert helpers == [] and named == [], result.stderr
 
 
+def test_a_process_that_the_model_starts_is_named_when_check_ends_early(
+    tmp_path: Path,
+) -> None:
+    """The model's helper, in a session of its own, outlives a check that
+    ends before any export (the model's file imports, its build fails):
+    named after the refusal, as after a verdict."""
+    broken = "\n\ndef broken():\n    raise ValueError('no weights here')\n"
+    model = write_model(tmp_path, HELPER_MODEL.format(own_session=True) + broken)
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    args = ["--fresh", "--timeout", "40", "--model", f"{model}:broken"]
+    try:
+        result = run_check(*args, env={"TMPDIR": str(tmpdir)}, timeout=150)
+        helpers, others = helpers_and_others(tmpdir)
+    finally:
+        kill_all(sum(helpers_and_others(tmpdir), []))
+    assert result.returncode == 2, result.stdout + result.stderr[-3000:]
+    assert len(helpers) == 1 and others == [], (helpers, others)
+    error, named = result.stderr.splitlines()[-2:]
+    assert error.startswith("executorch-device-guard: error: "), result.stderr
+    assert named.startswith(
+        "executorch-device-guard: the model started processes in sessions of "
+        f"their own, which check leaves running: process {helpers[0]} ("
+    ), result.stderr
+
+
 def test_sigterm_ends_check_whatever_the_model_holds(tmp_path: Path) -> None:
     """SIGTERM while exports run, their model's helper holding their output:
     check ends within seconds, and every process of check's with it."""
