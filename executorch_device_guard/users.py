@@ -6,7 +6,7 @@
 
 """Which live processes still use a temporary folder of the tool's.
 
-``run`` and ``check`` give the processes they start the overlay's path on
+``check`` gives the processes it starts an overlay's path on
 ``PYTHONPATH``, and every process those start inherits it: a background
 worker, a daemon that closed its descriptors and left the session, a child
 of ``subprocess`` (whose ``close_fds`` drops any descriptor, a lock
