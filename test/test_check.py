@@ -1346,6 +1346,21 @@ def kill_all(pids: List[int]) -> None:
             pass
 
 
+def check_beside_helpers(
+    tmp_path: Path, *args: str
+) -> Tuple[subprocess.CompletedProcess, List[int], List[int]]:
+    """check with a TMPDIR of its own; then the model's helpers and the other
+    processes still alive, which are killed."""
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    try:
+        result = run_check(*args, env={"TMPDIR": str(tmpdir)}, timeout=150)
+        helpers, others = helpers_and_others(tmpdir)
+    finally:
+        kill_all(sum(helpers_and_others(tmpdir), []))
+    return result, helpers, others
+
+
 @pytest.mark.parametrize("own_session", [True, False], ids=["own session", "group"])
 def test_a_process_that_the_model_starts_holds_no_export(
     tmp_path: Path, own_session: bool
@@ -1355,15 +1370,9 @@ def test_a_process_that_the_model_starts_holds_no_export(
     the exports earn. A helper in a session of its own is the model's: named
     once, left running. One in a child's process group ends with it."""
     model = write_model(tmp_path, HELPER_MODEL.format(own_session=own_session))
-    tmpdir = tmp_path / "tmp"
-    tmpdir.mkdir()
     args = ["--fresh", "--timeout", "40", "--model", f"{model}:make"]
     args += ["--paths", "emitter", "--devices", "cpu", "fake:cuda:0"]
-    try:
-        result = run_check(*args, env={"TMPDIR": str(tmpdir)}, timeout=150)
-        helpers, others = helpers_and_others(tmpdir)
-    finally:
-        kill_all(sum(helpers_and_others(tmpdir), []))
+    result, helpers, others = check_beside_helpers(tmp_path, *args)
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     assert "timed out" not in result.stdout + result.stderr
     assert others == []
@@ -1392,14 +1401,8 @@ def test_a_process_that_the_model_starts_is_named_when_check_ends_early(
     named after the refusal, as after a verdict."""
     broken = "\n\ndef broken():\n    raise ValueError('no weights here')\n"
     model = write_model(tmp_path, HELPER_MODEL.format(own_session=True) + broken)
-    tmpdir = tmp_path / "tmp"
-    tmpdir.mkdir()
     args = ["--fresh", "--timeout", "40", "--model", f"{model}:broken"]
-    try:
-        result = run_check(*args, env={"TMPDIR": str(tmpdir)}, timeout=150)
-        helpers, others = helpers_and_others(tmpdir)
-    finally:
-        kill_all(sum(helpers_and_others(tmpdir), []))
+    result, helpers, others = check_beside_helpers(tmp_path, *args)
     assert result.returncode == 2, result.stdout + result.stderr[-3000:]
     assert len(helpers) == 1 and others == [], (helpers, others)
     error, named = result.stderr.splitlines()[-2:]
