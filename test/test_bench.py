@@ -14,14 +14,20 @@ import sys
 from conftest import REPO
 
 
-def test_bench_run_gives_a_ratio_and_changes_nothing() -> None:
+def one_round(script: str, *args: str) -> subprocess.CompletedProcess:
+    """``bench/SCRIPT --rounds 1 ARGS``, which must exit 0."""
     result = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "bench_run.py"), "--rounds", "1"],
+        [sys.executable, str(REPO / "bench" / script), "--rounds", "1", *args],
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def test_bench_run_gives_a_ratio_and_changes_nothing() -> None:
+    result = one_round("bench_run.py")
     lines = result.stdout.splitlines()
     assert lines[0].startswith("warm-up: plain ")
     assert lines[1].startswith("round 1 (plain then run): plain ")
@@ -59,14 +65,9 @@ def test_bench_guard_times_the_patched_emitters_own_check() -> None:
 def test_bench_check_splits_the_time_and_gives_the_ratios() -> None:
     """``bench/bench_check.py``: the import, one warm parent's preload and
     check, side by side in one run, with check's phases and its ratio."""
-    result = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "bench_check.py"), "--rounds", "1"]
-        + ["--", "--paths", "emitter", "--devices", "cpu", "fake:cuda:0"],
-        capture_output=True,
-        text=True,
-        timeout=600,
+    result = one_round(
+        "bench_check.py", "--", "--paths", "emitter", "--devices", "cpu", "fake:cuda:0"
     )
-    assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert re.fullmatch(
         r"round 1 \(.*\): import \d+\.\d s \(CPU \d+\.\d s\), preload .*, "
@@ -82,13 +83,7 @@ def test_bench_check_splits_the_time_and_gives_the_ratios() -> None:
 
 
 def test_bench_startup_gives_both_figures_with_and_without_the_bootstrap() -> None:
-    result = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "bench_startup.py"), "--rounds", "1"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = one_round("bench_startup.py")
     ms = r"\d+\.\d\d ms"
     assert re.fullmatch(
         rf"Python \S+, 1 interleaved rounds, medians\n"
