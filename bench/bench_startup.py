@@ -15,7 +15,11 @@ cumulative times (what ``site``, the ``.pth`` files and ``sitecustomize``
 import), and the wall time of ``python -c pass``. Then, under
 ``import executorch.exir``, the emitter's own import time (``self``): served
 from its changed text, compiled in memory, against its stock ``.pyc``.
-Medians.
+Last, ``apply``'s startup files: ``python -c pass`` (the same two figures)
+in two throwaway venvs of this interpreter with the tool importable from
+their site-packages, one with ``executorch_device_guard.pth`` and ``.start``
+written by ``startup_files.turn_on``, one without (the target is at most
+2 ms more). Medians.
 """
 
 import argparse
@@ -76,12 +80,48 @@ def own_ms(module: str, code: str, env: Dict[str, str]) -> float:
     raise RuntimeError(f"{module} was not imported by {code!r}")
 
 
-def wall_ms(code: str, env: Dict[str, str]) -> float:
+def wall_ms(code: str, env: Dict[str, str], python: str = sys.executable) -> float:
     start = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-c", code], env=env, check=True, stderr=subprocess.DEVNULL
-    )
+    subprocess.run([python, "-c", code], env=env, check=True, stderr=subprocess.DEVNULL)
     return (time.perf_counter() - start) * 1000
+
+
+def venv(folder: Path, applied: bool) -> str:
+    """A venv of this interpreter, the tool importable from its
+    site-packages; with ``applied``, apply's startup files there. Its python."""
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True
+    )
+    (site,) = folder.glob("lib/python*/site-packages")
+    (site / "a_tool.pth").write_text(f"{REPO}\n")
+    python = str(folder / "bin" / "python")
+    if applied:
+        code = (
+            "import sys, pathlib; from executorch_device_guard.installation "
+            "import startup_files; startup_files.turn_on(pathlib.Path(sys.argv[1]))"
+        )
+        subprocess.run([python, "-c", code, str(site)], check=True)
+    return python
+
+
+def venv_imports_ms(python: str, env: Dict[str, str]) -> float:
+    proc = subprocess.run(
+        [python, "-X", "importtime", "-c", "pass"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    return (
+        sum(
+            int(line.split("|")[1])
+            for line in proc.stderr.splitlines()
+            if line.startswith("import time:")
+            and "cumulative" not in line
+            and not line.split("|")[2][1:].startswith(" ")
+        )
+        / 1000
+    )
 
 
 def main() -> int:
@@ -118,6 +158,26 @@ def main() -> int:
         print(
             f"{module}, its own import time: {off:.2f} ms from its stock .pyc "
             f"without the bootstrap, {on:.2f} ms changed with it (+{on - off:.2f} ms)"
+        )
+        env = envs["without"]
+        pythons = {
+            applied: venv(Path(cache) / f"venv-{applied}", applied)
+            for applied in (False, True)
+        }
+        times: Dict[bool, List[List[float]]] = {k: [[], []] for k in pythons}
+        for _ in range(rounds):
+            for applied, python in pythons.items():
+                times[applied][0].append(venv_imports_ms(python, env))
+                times[applied][1].append(wall_ms("pass", env, python))
+        (off, off_wall), (on, on_wall) = (
+            (statistics.median(times[k][0]), statistics.median(times[k][1]))
+            for k in pythons
+        )
+        print(
+            f"python -c pass in a venv: -X importtime top-level imports "
+            f"{off:.2f} ms without apply's startup files, {on:.2f} ms with them "
+            f"(+{on - off:.2f} ms); wall {off_wall:.1f} ms and {on_wall:.1f} ms "
+            f"(+{on_wall - off_wall:.1f} ms)"
         )
     return 0
 
