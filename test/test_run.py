@@ -545,11 +545,15 @@ def test_python_dash_i_is_refused_up_front(tmp_path: Path, tmp_env) -> None:
     for argv, shown in (
         (
             [sys.executable, "-I", str(script)],
-            f"run: {python} -I ignores PYTHONPATH, where run puts the fix",
+            f"run: {python} -I ignores PYTHONPATH, where run puts the fix, so "
+            "the command would get the stock ExecuTorch: drop -I (or use apply "
+            "instead of run)",
         ),
         (
             [sys.executable, "-S", str(script)],
-            f"run: {python} -S skips sitecustomize, which turns the fix on",
+            f"run: {python} -S skips sitecustomize, which turns the fix on, so "
+            "the command would get the stock ExecuTorch: drop -S, which skips "
+            "apply's startup file too",
         ),
         (
             ["env", "-u", "PYTHONPATH", sys.executable, str(script)],

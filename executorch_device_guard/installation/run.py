@@ -122,8 +122,11 @@ def refuse_dropped_pythonpath(command: List[str]) -> None:
     if found is None:
         return
     program, dropped = found
+    # apply's startup file is read under -I and -E, never under -S.
+    way_out = f"drop {dropped} (or use apply instead of run)"
     if program != "env" and next(c for c in dropped if c in "IES") == "S":
         said = "skips sitecustomize, which turns the fix on"
+        way_out = f"drop {dropped}, which skips apply's startup file too"
     else:
         verb = "ignores" if program != "env" else "removes"
         if dropped.startswith("PYTHONPATH="):
@@ -131,7 +134,7 @@ def refuse_dropped_pythonpath(command: List[str]) -> None:
         said = f"{verb} PYTHONPATH, where run puts the fix"
     raise GuardError(
         f"run: {program} {dropped} {said}, so the command would get the stock "
-        f"ExecuTorch: drop {dropped} (or use apply instead of run). Nothing was run."
+        f"ExecuTorch: {way_out}. Nothing was run."
     )
 
 
