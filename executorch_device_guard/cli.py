@@ -255,35 +255,72 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from executorch_device_guard.installation import installed
     from executorch_device_guard import signals
-    from executorch_device_guard.patchset import patched_files
+    from executorch_device_guard.installation import installed, served, startup_files
+    from executorch_device_guard.installation.startup_files import PTH, State
 
     signals.raise_on_terminate()  # SIGTERM, SIGHUP: one line, as for Ctrl-C
-    root = installed.executorch_root()
-    targets = patched_files(data_root(), install=True)
-
-    # It only reads: a lock held longer than --wait (another program's
-    # flock) does not keep it from answering.
-    def waiting(folder: Path, who: str) -> None:
-        print(
-            f"waiting for {who} to release its lock on {folder} (at most "
-            f"{args.wait:g} s, then status reads without it)...",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    found = installed.survey(root, targets, waiting, wait=args.wait, read_anyway=True)
+    root = installed.installed_root()
+    found = served.targets(root)
     print(f"ExecuTorch {installed.executorch_version()} at {root}")
-    for line in _aligned(found.file_lines()) + found.summary():
+    lines = [
+        f"  {state.value} {rel}" + (f" ({why})" if why else "")
+        for rel, (state, why) in found.items()
+    ]
+    for line in _aligned(lines):
         print(line)
+    folder = startup_files.site_of(root)
+    python = sys.executable
+    if folder is None:
+        print(
+            f"apply cannot turn the fix on here: {root.parent} is not a "
+            f"site-packages folder of {python} (PYTHONPATH, or a --target "
+            "folder), where Python reads no startup file. `run -- COMMAND` "
+            "serves the fix to one command."
+        )
+    else:
+        on = startup_files.state(folder)
+        if on is State.ON and startup_files.started_with(folder) == "":
+            print(
+                f"apply's startup files are in {folder}, but {python} does not "
+                "start the fix from them: `revert`, then install "
+                "executorch-device-guard in that environment and `apply`."
+            )
+        elif on is State.ON:
+            print(
+                f"On: every start of {python} serves the files above with the "
+                f"fix, at import ({folder / PTH}). `revert` turns it off."
+            )
+        elif on is State.PARTLY:
+            print(
+                f"Partly on ({folder / PTH} or its .start is missing or not "
+                "this version's), as an interrupted apply or revert leaves it: "
+                "`apply` finishes it, `revert` undoes it."
+            )
+        else:
+            print(
+                f"Off: {python} runs ExecuTorch as installed. `apply` serves "
+                "the fix at every start; `run -- COMMAND` to one command."
+            )
+    legacy = served.in_place(found)
+    if legacy:
+        print(
+            f"{len(legacy)} file(s) were patched in place by an earlier version "
+            "of this tool: `revert` writes their stock text back; `apply` "
+            "refuses until then."
+        )
+    if served.without_fix(found):
+        print(
+            "Some files load without the fix (above), so apply refuses. "
+            f"To recover, reinstall ExecuTorch: {installed.reinstall_command()}"
+        )
     return 0
 
 
 def _aligned(lines: List[str]) -> List[str]:
     """``status``'s file lines (``  STATE PATH ...``) with their paths in one
     column, however long the longest state (``not shipped``) is."""
-    from executorch_device_guard.installation.installed import FileState
+    from executorch_device_guard.patchset import FileState
 
     states = "|".join(re.escape(s.value) for s in FileState)
     found = [re.fullmatch(rf"  ({states}) +(\S.*)", line) for line in lines]
@@ -295,37 +332,77 @@ def _aligned(lines: List[str]) -> List[str]:
 
 
 def _apply(args: argparse.Namespace) -> int:
-    from executorch_device_guard.installation import installed
     from executorch_device_guard import signals
-    from executorch_device_guard.patchset import patched_files
+    from executorch_device_guard.errors import GuardError
+    from executorch_device_guard.installation import installed, served, startup_files
+    from executorch_device_guard.installation.startup_files import PTH, State
+    from executorch_device_guard.patchset import FileState
 
     signals.raise_on_terminate()
-    root = installed.executorch_root()
-    targets = patched_files(data_root(), install=True)
-    change = installed.apply(root, targets, wait=args.wait)
-    _print_removals(root, change)
-    for rel in change.written:
-        print(f"patched {root / rel}")
-    if not change.written:
+    root = installed.installed_root()
+    folder = startup_files.site_of(root)
+    if folder is None:
+        raise GuardError(
+            f"ExecuTorch at {root} is found through PYTHONPATH or a --target "
+            f"folder, not a site-packages folder of {sys.executable}, and Python "
+            "reads no startup file there: use `executorch-device-guard run -- "
+            "COMMAND`. Nothing was changed."
+        )
+    found = served.targets(root)
+    legacy = served.in_place(found)
+    if legacy:
+        raise GuardError(
+            f"{root / legacy[0]} and {len(legacy) - 1} more were patched in "
+            "place by an earlier version of this tool: run "
+            "`executorch-device-guard revert` first, which writes their stock "
+            "text back. Nothing was changed."
+        )
+    lost = served.without_fix(found)
+    if lost:
+        state, why = found[lost[0]]
+        raise GuardError(
+            f"{root / lost[0]} would load without the fix ({state.value}"
+            f"{': ' + why if why else ''}), so apply refuses. Nothing was "
+            f"changed. Reinstall ExecuTorch: {installed.reinstall_command()}"
+        )
+    was = startup_files.state(folder)
+    startup_files.turn_on(folder)
+    for rel, (state, _) in found.items():
+        if state is FileState.STOCK:
+            print(f"served with the fix: {root / rel}")
+    if was is State.ON:
+        print(f"already on: {folder / PTH}")
+    else:
         print(
-            f"already applied to ExecuTorch {installed.executorch_version()} at {root}"
+            f"on: every start of {sys.executable} turns the fix on "
+            f"({folder / PTH}); `revert` turns it off"
         )
     return 0
 
 
 def _revert(args: argparse.Namespace) -> int:
-    from executorch_device_guard.installation import installed
     from executorch_device_guard import signals
+    from executorch_device_guard.installation import installed, served, startup_files
     from executorch_device_guard.patchset import patched_files
 
     signals.raise_on_terminate()
-    root = installed.executorch_root()
-    targets = patched_files(data_root(), install=True)
-    change = installed.revert(root, targets, wait=args.wait)
-    _print_removals(root, change)
-    for rel in change.written:
-        print(f"restored {root / rel}")
-    if not change.written:
+    root = installed.installed_root()
+    restored = []
+    if served.in_place(served.targets(root)):
+        # Files an earlier version patched in place: their stock text back.
+        targets = patched_files(data_root(), install=True)
+        change = installed.revert(root, targets, wait=args.wait)
+        _print_removals(root, change)
+        restored = change.written
+        for rel in restored:
+            print(f"restored {root / rel}")
+    folder = startup_files.site_of(root)
+    removed = startup_files.turn_off(folder) if folder is not None else []
+    for path in removed:
+        print(f"removed {path}")
+    if removed:
+        print(f"off: {sys.executable} runs ExecuTorch as installed")
+    elif not restored:
         print(f"nothing to revert in {root}")
     return 0
 
@@ -417,21 +494,17 @@ class _Parser(argparse.ArgumentParser):
         )
 
 
-def _wait_option(command: argparse.ArgumentParser, reads: bool = False) -> None:
-    from executorch_device_guard.installation.lock import DEFAULT_WAIT, STATUS_WAIT
+def _wait_option(command: argparse.ArgumentParser) -> None:
+    from executorch_device_guard.installation.lock import DEFAULT_WAIT
 
-    then = (
-        "before reading without it, saying who holds it"
-        if reads
-        else "before giving up with exit 2"
-    )
     command.add_argument(
         "--wait",
         type=_seconds,
-        default=STATUS_WAIT if reads else DEFAULT_WAIT,
+        default=DEFAULT_WAIT,
         metavar="SECONDS",
         help="how long to wait for the installation's lock, held by another "
-        f"apply or revert (or any process), {then} (default: %(default)g)",
+        "revert (or any process), before giving up with exit 2 (default: "
+        "%(default)g)",
     )
 
 
@@ -546,12 +619,29 @@ def parser() -> argparse.ArgumentParser:
     r.set_defaults(func=_run)
 
     for name, func, text in (
-        ("apply", _apply, "patch the ExecuTorch installed in this environment"),
-        ("revert", _revert, "restore the original files byte for byte"),
-        ("status", _status, "stock, patched or unknown, for each file"),
+        (
+            "apply",
+            _apply,
+            "turn the fix on at every start of this environment's Python (a "
+            "startup file in the site-packages folder that holds ExecuTorch; "
+            "no file of ExecuTorch is written)",
+        ),
+        (
+            "revert",
+            _revert,
+            "turn the fix off: remove apply's startup files (and write back "
+            "the stock text of files an earlier version patched in place)",
+        ),
+        (
+            "status",
+            _status,
+            "for each file, the state in which the fix finds it, and whether "
+            "apply is on",
+        ),
     ):
         command = sub.add_parser(name, help=text, description=text)
-        _wait_option(command, reads=name == "status")
+        if func is _revert:
+            _wait_option(command)
         command.set_defaults(func=func)
 
     e = sub.add_parser(
@@ -628,11 +718,11 @@ def _main(args: argparse.Namespace) -> int:
 
 def _whole(args: argparse.Namespace) -> str:
     """What a user needs to know after apply or revert stopped half-way."""
-    if args.func not in (_apply, _revert):
+    if args.func is not _revert:
         return ""
     return (
         ": every file is whole, stock or patched; `status` shows which, "
-        "`apply` finishes, `revert` undoes"
+        "and `revert` again finishes"
     )
 
 

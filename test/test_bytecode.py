@@ -4,14 +4,18 @@
 # This source code is licensed under the BSD-style license found in the
 # LICENSE file in the root directory of this source tree.
 
-"""apply and revert with cached bytecode in the package.
+"""revert, of files that an earlier version patched in place, with cached
+bytecode in the package.
 
-An unchecked-hash ``.pyc`` (``compileall --invalidation-mode unchecked-hash``,
-as Docker images and Bazel's rules_python build them) is loaded without
-looking at the source: unless ``apply`` removes it, Python keeps running the
-stock code of a patched file. Each test asks Python's own source loader which
-code it would run for each target, and checks by hashing that nothing else
-changed.
+``apply`` writes no file of ExecuTorch; ``revert`` still writes the stock text
+back into files that an earlier version of this tool patched in place (set up
+here with ``sites.patch_in_place``). An unchecked-hash ``.pyc``
+(``compileall --invalidation-mode unchecked-hash``, as Docker images and
+Bazel's rules_python build them) is loaded without looking at the source:
+unless ``revert`` removes it, Python keeps running the patched code of a file
+that holds the stock text again. Each test asks Python's own source loader
+which code it would run for each target, and checks by hashing that nothing
+else changed.
 """
 
 import _imp
@@ -35,6 +39,7 @@ from sites import (
     make_site,
     one_line_error,
     PATCHED,
+    patch_in_place,
     sha,
     snapshot,
     STOCK,
@@ -106,80 +111,73 @@ def bytecode_of_targets(top: Path, site: Path) -> list:
 
 
 @pytest.mark.parametrize("mode", list(MODES))
-def test_apply_and_revert_run_the_new_code(
+def test_revert_runs_the_stock_code(
     tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Files an earlier version patched in place, and bytecode compiled from
+    the patched text (as a Docker image built after that apply would):
+    revert writes the stock text back, and Python runs the stock code."""
     site = make_site(tmp_path / "site")
     compile_site(site, mode, optimize=(0, 1))
     before = snapshot(tmp_path)
-    assert loaded(site, monkeypatch) == {rel: "stock" for rel in TARGETS}
     cached = bytecode_of_targets(tmp_path, site)
     assert len(cached) == 2 * len(TARGETS)
-
-    applied = cli(site, "apply")
-    assert applied.returncode == 0, applied.stderr
+    patch_in_place(site)
+    compile_site(site, mode)
     assert loaded(site, monkeypatch) == {rel: "patched" for rel in TARGETS}
-    # Only the targets' bytecode went; version.py's stays, byte for byte.
-    assert_only_targets_changed(tmp_path, site, before, "patched", may_vanish=cached)
-    assert re.search(r"version\.cpython-\d+\.pyc", str(snapshot(tmp_path)))
-    status = cli(site, "status").stdout.splitlines()
-    assert "Patched. `revert` restores the stock files." in status
-    if mode == "checked-hash":  # kept, and what it needs said
-        assert status[-1].endswith("`--check-hash-based-pycs never`, which runs the old code.")
-    else:
-        assert status[-1] == "Patched. `revert` restores the stock files."
 
-    compile_site(site, mode)  # as a Docker image built after apply would
     reverted = cli(site, "revert")
     assert reverted.returncode == 0, reverted.stderr
+    assert reverted.stdout.count("restored ") == len(TARGETS), reverted.stdout
     assert loaded(site, monkeypatch) == {rel: "stock" for rel in TARGETS}
     # The patched text's bytecode, which Python rejects for the stock text,
     # may stay (timestamp, checked-hash) or go (unchecked-hash); nothing else
-    # changed.
+    # changed (the targets hold the stock text; version.py's bytecode stays,
+    # byte for byte).
     after = snapshot(tmp_path)
     assert {k: v for k, v in after.items() if k not in cached} == {
         k: v for k, v in before.items() if k not in cached
     }
+    assert re.search(r"version\.cpython-\d+\.pyc", str(after))
 
 
-def test_status_flags_stale_bytecode_and_apply_removes_it(
+def test_revert_removes_stale_bytecode(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """As an earlier version left it: patched sources, stock bytecode trusted."""
+    """As an earlier version could leave it: the files patched in place,
+    unchecked-hash bytecode compiled from the patched text, then the stock
+    text put back into all files but one by a revert that left bytecode
+    alone. Python runs patched code where the files hold the stock text;
+    revert removes that bytecode, and says so."""
     site = make_site(tmp_path / "site")
+    patch_in_place(site)
     compile_site(site)
-    for rel in TARGETS:
-        (site / "executorch" / rel).write_bytes(PATCHED[rel])
-    assert loaded(site, monkeypatch) == {rel: "stock" for rel in TARGETS}
+    first, *rest = TARGETS
+    for rel in rest:
+        (site / "executorch" / rel).write_bytes(STOCK[rel])
+    assert loaded(site, monkeypatch) == {rel: "patched" for rel in TARGETS}
+    stale_before = stale(site)
+    assert len(stale_before) == len(rest)
     before = snapshot(tmp_path)
     cached = bytecode_of_targets(tmp_path, site)
 
-    status = cli(site, "status")
-    assert status.returncode == 0, status.stderr
-    pyc = re.escape("exir/emit/__pycache__/_emitter.") + r"cpython-\d+\.pyc"
-    assert re.search(
-        r"  patched +exir/emit/_emitter\.py \(form: upstream; Python runs other "
-        r"code from its "
-        f"unchecked-hash bytecode {pyc}\\)\n",
-        status.stdout,
-    ), status.stdout
-    assert (
-        f"{len(TARGETS)} file(s) of unchecked-hash bytecode do not match their "
-        "source" in status.stdout
-    )
-
-    applied = cli(site, "apply")
-    assert applied.returncode == 0, applied.stderr
-    assert applied.stdout.count("removed stale bytecode ") == len(TARGETS)
-    assert "already applied" in applied.stdout
-    assert loaded(site, monkeypatch) == {rel: "patched" for rel in TARGETS}
-    assert_only_targets_changed(tmp_path, site, before, "patched", may_vanish=cached)
-    assert "bytecode" not in cli(site, "status").stdout
+    reverted = cli(site, "revert")
+    assert reverted.returncode == 0, reverted.stderr
+    assert sorted(
+        re.findall(r"^removed stale bytecode (.*)$", reverted.stdout, re.M)
+    ) == sorted(stale_before), reverted.stdout
+    # The file written back loses the bytecode of the text it held.
+    assert reverted.stdout.count("removed bytecode ") == 1, reverted.stdout
+    assert f"restored {site / 'executorch' / first}\n" in reverted.stdout
+    assert reverted.stdout.count("restored ") == 1, reverted.stdout
+    assert loaded(site, monkeypatch) == {rel: "stock" for rel in TARGETS}
+    assert stale(site) == []
+    assert_only_targets_changed(tmp_path, site, before, "stock", may_vanish=cached)
+    assert bytecode_of_targets(tmp_path, site) == []
 
 
-@pytest.mark.parametrize("command", ["apply", "revert"])
 def test_killed_at_every_step_never_leaves_stale_bytecode(
-    tmp_path: Path, command: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The bytecode goes before the rename: a kill between leaves the old
     source without bytecode, never a new source with old trusted bytecode."""
@@ -188,11 +186,10 @@ def test_killed_at_every_step_never_leaves_stale_bytecode(
         step += 1
         top = tmp_path / str(step)
         site = make_site(top / "site")
-        if command == "revert":
-            assert cli(site, "apply").returncode == 0
+        patch_in_place(site)
         compile_site(site)
-        result = cli(site, command, env={FAULT: f"step:{step}:KILL"})
-        assert stale(site) == [], (command, step)
+        result = cli(site, "revert", env={FAULT: f"step:{step}:KILL"})
+        assert stale(site) == [], step
         if result.returncode == 0:
             break
         assert result.returncode == -signal.SIGKILL, result.stderr
@@ -204,11 +201,10 @@ def test_killed_at_every_step_never_leaves_stale_bytecode(
             )
             for rel in TARGETS
         }
-        assert loaded(site, monkeypatch) == states, (command, step)
-        again = cli(site, command)
+        assert loaded(site, monkeypatch) == states, step
+        again = cli(site, "revert")
         assert again.returncode == 0, again.stderr
-        goal = "patched" if command == "apply" else "stock"
-        assert loaded(site, monkeypatch) == {rel: goal for rel in TARGETS}
+        assert loaded(site, monkeypatch) == {rel: "stock" for rel in TARGETS}
     # Per file: temporary file created, complete, bytecode removed, renamed.
     assert step == 4 * len(TARGETS) + 1, step
 
@@ -217,6 +213,7 @@ def test_killed_at_every_step_never_leaves_stale_bytecode(
 def test_refuses_linked_bytecode(tmp_path: Path, link: str) -> None:
     """A link in the bytecode's place is neither followed nor removed."""
     site = make_site(tmp_path / "site")
+    patch_in_place(site)
     compile_site(site)
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -231,15 +228,14 @@ def test_refuses_linked_bytecode(tmp_path: Path, link: str) -> None:
         pyc.symlink_to(outside / pyc.name)
         reason = f"exir/emit/__pycache__/{pyc.name} is a symbolic link"
     before = snapshot(tmp_path)
-    for command in ("apply", "revert"):
-        one_line_error(cli(site, command), reason, "Nothing was changed")
-    assert reason in cli(site, "status").stdout
+    one_line_error(cli(site, "revert"), reason, "Nothing was changed")
     assert snapshot(tmp_path) == before
 
 
-# Issue 25, case 5: apply then revert gives the tree back as it was: the
-# bytecode that pip compiled (and lists in RECORD), extended attributes, and
-# the modification times of files and folders.
+# Issue 25, case 5: revert gives the tree back as pip left it, whatever an
+# earlier version's apply in place kept of it: the bytecode that pip compiled
+# (and lists in RECORD), extended attributes, and the modification times of
+# files and folders.
 
 OLD = 1_700_000_000_123_456_789  # ns: a time that "now" never is
 
@@ -256,12 +252,23 @@ def full_snapshot(top: Path) -> Dict[str, tuple]:
             content = "dir"
         else:
             content = sha(path.read_bytes())
-        attrs = tuple(
-            sorted((n, os.getxattr(path, n, follow_symlinks=False)) for n in
-                   os.listxattr(path, follow_symlinks=False))
-        ) if not path.is_symlink() else ()
+        attrs = (
+            tuple(
+                sorted(
+                    (n, os.getxattr(path, n, follow_symlinks=False))
+                    for n in os.listxattr(path, follow_symlinks=False)
+                )
+            )
+            if not path.is_symlink()
+            else ()
+        )
         result[str(path.relative_to(top))] = (
-            content, st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns, attrs
+            content,
+            st.st_mode,
+            st.st_uid,
+            st.st_gid,
+            st.st_mtime_ns,
+            attrs,
         )
     return result
 
@@ -281,8 +288,19 @@ def _as_pip_installs(site: Path, mode: str) -> None:
             os.utime(path, ns=(OLD, OLD + 1))
 
 
+def _patch_as_an_earlier_apply_did(site: Path) -> None:
+    """The patched text written into each target in place, which keeps the
+    file's inode (its owner, mode and extended attributes) and, as that apply
+    did, its modification time; the folders gain or lose no name."""
+    for rel in TARGETS:
+        path = site / "executorch" / rel
+        st = path.stat()
+        path.write_bytes(PATCHED[rel])
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
 @pytest.mark.parametrize("mode", ["timestamp", "checked-hash"])
-def test_apply_then_revert_gives_back_bytecode_xattrs_and_times(
+def test_revert_gives_back_bytecode_xattrs_and_times(
     tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     site = make_site(tmp_path / "site")
@@ -294,20 +312,19 @@ def test_apply_then_revert_gives_back_bytecode_xattrs_and_times(
         pytest.skip(f"no user extended attributes here: {e}")
     before = full_snapshot(tmp_path)
     assert loaded(site, monkeypatch) == {rel: "stock" for rel in TARGETS}
-
-    applied = cli(site, "apply")
-    assert applied.returncode == 0, applied.stderr
-    assert "removed bytecode" not in applied.stdout, applied.stdout
+    _patch_as_an_earlier_apply_did(site)
     # Python rejects the stock text's bytecode for the patched text.
     assert loaded(site, monkeypatch) == {rel: "patched" for rel in TARGETS}
-    assert os.getxattr(emitter, "user.origin") == b"wheel-1.5.1"
-    assert emitter.stat().st_mtime_ns == OLD
     patched = full_snapshot(tmp_path)
     changed = sorted(k for k in before if before[k] != patched[k])
     assert changed == sorted(str(Path("site/executorch") / r) for r in TARGETS)
 
     reverted = cli(site, "revert")
     assert reverted.returncode == 0, reverted.stderr
+    assert "removed bytecode" not in reverted.stdout, reverted.stdout
+    assert reverted.stdout.count("restored ") == len(TARGETS), reverted.stdout
+    assert os.getxattr(emitter, "user.origin") == b"wheel-1.5.1"
+    assert emitter.stat().st_mtime_ns == OLD
     assert full_snapshot(tmp_path) == before
     assert loaded(site, monkeypatch) == {rel: "stock" for rel in TARGETS}
 
@@ -325,10 +342,13 @@ def test_another_pythons_valid_unchecked_hash_bytecode_is_not_stale(
 ) -> None:
     """Case 9: a tree shared by two Pythons: 3.12's and 3.13's unchecked-hash
     bytecode of the stock emitter matches it (checked with their own keys),
-    so status does not call it stale. One of other bytes is stale; one of a
-    Python whose hash cannot be checked here (3.10) is said to be that.
-    apply removes them all before it replaces the source."""
+    so revert does not call it stale and keeps it. One of other bytes is
+    stale; one of a Python whose hash cannot be checked here (3.10) may be:
+    revert, writing back another file that an earlier version patched in
+    place, removes both and names each."""
     site = make_site(tmp_path / "site")
+    other = next(rel for rel in TARGETS if rel != EMITTER)
+    patch_in_place(site, [other])
     cache = site / "executorch/exir/emit/__pycache__"
     cache.mkdir()
     valid = {
@@ -341,24 +361,14 @@ def test_another_pythons_valid_unchecked_hash_bytecode_is_not_stale(
         path.write_bytes(data)
     stale_one.write_bytes(_pyc(3531, b"other text"))
     older.write_bytes(_pyc(3439, b"other text"))
-    status = cli(site, "status")
-    assert status.returncode == 0, status.stderr
-    line = next(l for l in status.stdout.splitlines() if EMITTER in l)
-    assert "_emitter.cpython-312.pyc" not in line and "313" not in line, line
-    assert (
-        "Python runs other code from its unchecked-hash bytecode "
-        "exir/emit/__pycache__/_emitter.cpython-312.opt-1.pyc" in line
-    ), line
-    assert (
-        "its unchecked-hash bytecode exir/emit/__pycache__/_emitter.cpython-310.pyc "
-        "is another Python's, which this one cannot check" in line
-    ), line
-    assert "1 file(s) of unchecked-hash bytecode do not match their source" in (
-        status.stdout
-    )
-    applied = cli(site, "apply")
-    assert applied.returncode == 0, applied.stderr
-    assert not list(cache.iterdir()), applied.stdout
+    reverted = cli(site, "revert")
+    assert reverted.returncode == 0, reverted.stderr
+    assert f"restored {site / 'executorch' / other}\n" in reverted.stdout
+    assert sorted(
+        re.findall(r"^removed stale bytecode (.*)$", reverted.stdout, re.M)
+    ) == sorted([str(stale_one), str(older)]), reverted.stdout
+    assert sorted(cache.iterdir()) == sorted(valid), reverted.stdout
+    assert all(path.read_bytes() == data for path, data in valid.items())
 
 
 def test_which_kept_bytecode_python_could_run_instead() -> None:

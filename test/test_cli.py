@@ -6,10 +6,11 @@
 
 """apply, revert, status and export, on a throwaway copy of the ExecuTorch files.
 
-See ``sites``: the CLI runs in a child process that finds a temporary
-installation first; the environment's own ExecuTorch is never modified. Each
-test checks by hashing that the installation ends stock or fully patched and
-that nothing else changed.
+See ``sites``: the CLI runs in a child process, with the Python of a
+throwaway venv whose site-packages holds a minimal ExecuTorch (``venv_site``,
+where apply writes its startup files), or with a minimal ExecuTorch first on
+PYTHONPATH (``make_site``). The environment's own ExecuTorch is never
+modified. Each test checks by hashing that nothing else changed.
 """
 
 import contextlib
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Dict, List, Tuple
 
 import pytest
 
@@ -31,10 +33,14 @@ from sites import (
     cli,
     make_site,
     one_line_error,
+    patch_in_place,
     PATCHED,
     snapshot,
     STOCK,
     TARGETS,
+    tool,
+    venv_python,
+    venv_site,
 )
 
 EMITTER = "exir/emit/_emitter.py"
@@ -79,7 +85,7 @@ def read_only(path: Path) -> list:
 def test_status_lines_up_its_paths(site: Path) -> None:
     """One column of paths, also beside the longest state, 'not shipped'."""
     (site / "executorch" / next(iter(TARGETS))).write_text("edited\n")
-    lines = cli(site, "status").stdout.splitlines()[1:-1]
+    lines = cli(site, "status").stdout.splitlines()[1 : 1 + len(ALL_TARGETS)]
     assert len(lines) == len(ALL_TARGETS), lines
     columns = {line.index(rel) for line, rel in zip(lines, ALL_TARGETS)}
     assert len(columns) == 1, lines
@@ -87,36 +93,69 @@ def test_status_lines_up_its_paths(site: Path) -> None:
     assert {"stock", "unknown"} <= states, lines
 
 
-def test_status_apply_twice_revert(tmp_path: Path, site: Path) -> None:
-    (site / "executorch" / EMITTER).chmod(0o640)
-    before = hashes(tmp_path)
-    status = cli(site, "status")
+def times(top: Path) -> Dict[str, Tuple[int, int]]:
+    """Every file's and folder's size and modification time under ``top``."""
+    return {
+        str(path.relative_to(top)): (path.lstat().st_size, path.lstat().st_mtime_ns)
+        for path in [top, *top.rglob("*")]
+    }
+
+
+def test_status_apply_twice_revert(tmp_path: Path) -> None:
+    """apply writes two startup files beside ExecuTorch and no file of it."""
+    site = venv_site(tmp_path / "venv")
+    package, dist = site / "executorch", site / "executorch-1.5.1.dist-info"
+    status = tool(site, "status")
     assert status.returncode == 0, status.stderr
-    assert f"ExecuTorch 1.5.1 at {site / 'executorch'}" in status.stdout
-    assert state(status.stdout, "exir/emit/_emitter.py") == "stock"
-    assert status.stdout.endswith("Stock. `apply` patches it.\n")
+    assert f"ExecuTorch 1.5.1 at {package}" in status.stdout
+    assert state(status.stdout, EMITTER) == "stock"
+    python = venv_python(site)
+    assert status.stdout.endswith(
+        f"Off: {python} runs ExecuTorch as installed. `apply` serves the fix at "
+        "every start; `run -- COMMAND` to one command.\n"
+    )
+    top, before = listing(site), hashes(tmp_path)
+    kept = {folder: times(folder) for folder in (package, dist)}
 
-    applied = cli(site, "apply")
-    assert applied.returncode == 0, applied.stderr
-    assert f"patched {site / 'executorch' / EMITTER}" in applied.stdout
-    emitter = (site / "executorch" / EMITTER).read_text()
-    assert "but ExecuTorch can only " in emitter
-    assert_only_targets_changed(tmp_path, site, before, "patched")
-    assert (site / "executorch" / EMITTER).stat().st_mode & 0o777 == 0o640
-    status = cli(site, "status").stdout
-    assert state(status, "exir/emit/_emitter.py") == "patched"
-    assert status.endswith("Patched. `revert` restores the stock files.\n")
+    applied = tool(site, "apply")
+    assert (applied.returncode, applied.stderr) == (0, "")
+    assert f"served with the fix: {package / EMITTER}\n" in applied.stdout
+    assert applied.stdout.endswith(
+        f"on: every start of {python} turns the fix on "
+        f"({site / 'executorch_device_guard.pth'}); `revert` turns it off\n"
+    )
+    assert {folder: times(folder) for folder in (package, dist)} == kept
+    assert_only_targets_changed(
+        tmp_path,
+        site,
+        before,
+        "stock",
+        may_appear=r"executorch_device_guard\.(pth|start)$",
+    )
+    status = tool(site, "status").stdout
+    assert state(status, EMITTER) == "stock"
+    assert f"On: every start of {python} serves the files above with the fix" in status
 
-    again = cli(site, "apply")
+    again = tool(site, "apply")
     assert again.returncode == 0, again.stderr
-    assert again.stdout.startswith("already applied to ExecuTorch 1.5.1")
+    assert again.stdout.endswith(
+        f"already on: {site / 'executorch_device_guard.pth'}\n"
+    )
 
-    reverted = cli(site, "revert")
+    reverted = tool(site, "revert")
     assert reverted.returncode == 0, reverted.stderr
+    assert reverted.stdout == (
+        f"removed {site / 'executorch_device_guard.pth'}\n"
+        f"removed {site / 'executorch_device_guard.start'}\n"
+        f"off: {python} runs ExecuTorch as installed\n"
+    )
+    assert (listing(site), hashes(tmp_path)) == (top, before)
+    assert "nothing to revert" in tool(site, "revert").stdout
     assert hashes(tmp_path) == before
-    assert (site / "executorch" / EMITTER).stat().st_mode & 0o777 == 0o640
-    assert "nothing to revert" in cli(site, "revert").stdout
-    assert hashes(tmp_path) == before
+
+
+def listing(folder: Path) -> List[str]:
+    return sorted(p.name for p in folder.iterdir())
 
 
 def test_python_dash_m_and_console_script_agree(site: Path) -> None:
@@ -132,30 +171,39 @@ def test_python_dash_m_and_console_script_agree(site: Path) -> None:
     assert by_script.stdout == cli(site, "status").stdout
 
 
-@pytest.mark.parametrize("first", ["apply", "revert"])
-def test_a_hand_patched_file(tmp_path: Path, site: Path, first: str) -> None:
-    """Only patch 0001 applied by hand: apply finishes, revert reverses it."""
-    (site / "executorch" / EMITTER).write_bytes(PATCHED[EMITTER])
+def test_a_file_patched_in_place_is_named_and_reverted_before_apply(
+    tmp_path: Path,
+) -> None:
+    """An earlier version patched the emitter in place: status names it,
+    apply refuses until revert has written its stock text back."""
+    site = venv_site(tmp_path / "venv")
+    patch_in_place(site, [EMITTER])
     before = hashes(tmp_path)
-    result = cli(site, first)
-    assert result.returncode == 0, result.stderr
-    if first == "apply":
-        assert result.stdout.count("patched ") == len(TARGETS) - 1
-        assert_only_targets_changed(tmp_path, site, before, "patched")
-        assert cli(site, "revert").returncode == 0
-    else:
-        assert result.stdout == f"restored {site / 'executorch' / EMITTER}\n"
-    assert_only_targets_changed(tmp_path, site, before, "stock")
-    assert "nothing to revert" in cli(site, "revert").stdout
-
-    (site / "executorch" / EMITTER).write_bytes(PATCHED[EMITTER])
-    status = cli(site, "status").stdout
-    assert state(status, "exir/emit/_emitter.py") == "patched"
+    status = tool(site, "status").stdout
+    assert state(status, EMITTER) == "patched"
     assert state(status, "devtools/bundled_program/core.py") == "stock"
-    assert f"Partly patched (1 of {len(TARGETS)} files)" in status
+    assert (
+        "1 file(s) were patched in place by an earlier version of this tool: "
+        "`revert` writes their stock text back; `apply` refuses until then."
+    ) in status
+    one_line_error(
+        tool(site, "apply"),
+        f"{site / 'executorch' / EMITTER} and 0 more were patched in place",
+        "run `executorch-device-guard revert` first",
+        "Nothing was changed",
+    )
+    assert hashes(tmp_path) == before
+
+    result = tool(site, "revert")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"restored {site / 'executorch' / EMITTER}\n"
+    assert_only_targets_changed(tmp_path, site, before, "stock")
+    assert "nothing to revert" in tool(site, "revert").stdout
+    assert tool(site, "apply").returncode == 0
 
 
-def test_refuses_a_locally_edited_file(tmp_path: Path, site: Path) -> None:
+def test_refuses_a_locally_edited_file(tmp_path: Path) -> None:
+    site = venv_site(tmp_path / "venv")
     path = site / "executorch" / EMITTER
     path.write_text(
         path.read_text().replace(
@@ -164,22 +212,23 @@ def test_refuses_a_locally_edited_file(tmp_path: Path, site: Path) -> None:
         )
     )
     before = hashes(tmp_path)
-    for command in ("apply", "revert"):
-        one_line_error(
-            cli(site, command),
-            "is unknown",
-            "Nothing was changed",
-            "--force-reinstall --no-deps executorch==1.5.1",
-        )
-    status = cli(site, "status").stdout
+    one_line_error(
+        tool(site, "apply"),
+        "_emitter.py would load without the fix (unknown: the change does not fit",
+        "Nothing was changed",
+        "--force-reinstall --no-deps executorch==1.5.1",
+    )
+    assert "nothing to revert" in tool(site, "revert").stdout
+    status = tool(site, "status").stdout
     assert state(status, "exir/emit/_emitter.py") == "unknown"
-    assert "neither stock nor patched" in status
+    assert "Some files load without the fix (above), so apply refuses." in status
     assert hashes(tmp_path) == before
 
 
-def test_revert_keeps_a_change_made_after_apply(tmp_path: Path, site: Path) -> None:
+def test_revert_keeps_a_change_made_after_an_in_place_patch(
+    tmp_path: Path, site: Path
+) -> None:
     """Reverting reverses the hunks only: a later edit elsewhere survives."""
-    assert cli(site, "apply").returncode == 0
     path = site / "executorch" / EMITTER
     path.write_bytes(PATCHED[EMITTER] + b"# changed later\n")
     result = cli(site, "revert")
@@ -205,37 +254,45 @@ def _fifo(path: Path) -> None:
 @pytest.mark.parametrize(
     "make_bad, reason",
     [
-        (_non_utf8, "(not UTF-8 text)"),
-        (_folder, "(exir/emit/_emitter.py is a folder)"),
-        (_fifo, "(exir/emit/_emitter.py is not a regular file)"),
-        (Path.unlink, "is missing"),
+        (_non_utf8, "unknown: it cannot be read (UnicodeDecodeError"),
+        (_folder, "missing: is a folder"),
+        (_fifo, "missing: is not a regular file"),
+        (Path.unlink, "missing)"),
     ],
     ids=["non-utf8", "folder", "fifo", "missing"],
 )
-def test_refuses_a_bad_target_file(
-    tmp_path: Path, site: Path, make_bad, reason: str
-) -> None:
+def test_refuses_a_bad_target_file(tmp_path: Path, make_bad, reason: str) -> None:
+    site = venv_site(tmp_path / "venv")
     make_bad(site / "executorch" / EMITTER)
     before = hashes(tmp_path)
-    for command in ("apply", "revert"):
-        one_line_error(cli(site, command, timeout=30), reason, "Nothing was changed")
-    status = cli(site, "status", timeout=30)
-    assert status.returncode == 0, status.stderr
-    assert f"exir/emit/_emitter.py {reason}" in status.stdout or (
-        state(status.stdout, EMITTER) == "missing"
+    one_line_error(
+        tool(site, "apply"),
+        f"{EMITTER} would load without the fix ({reason}",
+        "Nothing was changed",
     )
+    assert "nothing to revert" in tool(site, "revert").stdout
+    status = tool(site, "status")
+    assert status.returncode == 0, status.stderr
+    state_, _, why = reason.partition(": ")
+    assert state(status.stdout, EMITTER) == state_.rstrip(")")
+    assert f" {EMITTER} ({why}" in status.stdout or not why
     assert hashes(tmp_path) == before
 
 
 def test_a_missing_subpackage_is_reported_not_taken_for_shadowing(
-    tmp_path: Path, site: Path
+    tmp_path: Path,
 ) -> None:
+    site = venv_site(tmp_path / "venv")
     shutil.rmtree(site / "executorch" / "devtools")
     before = hashes(tmp_path)
-    status = cli(site, "status")
+    status = tool(site, "status")
     assert status.returncode == 0, status.stderr
     assert state(status.stdout, "devtools/bundled_program/core.py") == "missing"
-    one_line_error(cli(site, "apply"), "core.py is missing", "Nothing was changed")
+    one_line_error(
+        tool(site, "apply"),
+        "core.py would load without the fix (missing)",
+        "Nothing was changed",
+    )
     assert hashes(tmp_path) == before
 
 
@@ -253,15 +310,25 @@ def test_refuses_an_editable_install(tmp_path: Path, site: Path) -> None:
     assert hashes(tmp_path) == before
 
 
+# What the import hook did with the emitter, in the process that imports it.
+SERVED = (
+    "import sys, importlib.util as u\n"
+    "spec = u.find_spec('executorch.exir.emit._emitter')\n"
+    "(hook,) = [f for f in sys.meta_path if getattr(f, 'executorch_device_guard_finder', 0)]\n"
+    "print(spec.origin, hook.served['executorch.exir.emit._emitter'][0])\n"
+)
+
+
 @pytest.mark.parametrize("shadow", ["namespace", "regular", "with-dist-info"])
-def test_refuses_an_executorch_folder_that_shadows_the_installed_one(
-    tmp_path: Path, site: Path, shadow: str
+def test_an_executorch_folder_in_the_current_folder_gets_the_fix_too(
+    tmp_path: Path, shadow: str
 ) -> None:
-    """`python -m` puts the current directory first on sys.path, where
-    importlib.metadata finds a dist-info too (as `pip install --target .`
-    leaves, or standing in another environment's site-packages)."""
+    """`python -c` and `-m` put the current folder first on sys.path: the
+    copy of ExecuTorch there is what Python imports, and the import hook
+    serves it changed, as it serves the installed one."""
     from sites import INITS
 
+    site = venv_site(tmp_path / "venv")
     work = tmp_path / "work"
     if shadow == "with-dist-info":
         make_site(work)
@@ -269,39 +336,82 @@ def test_refuses_an_executorch_folder_that_shadows_the_installed_one(
     for rel, data in {**STOCK, **{rel: b"" for rel in INITS}}.items():
         (work / "executorch" / rel).parent.mkdir(parents=True, exist_ok=True)
         (work / "executorch" / rel).write_bytes(data)
-    loaded = work / "executorch" / "exir"
     if shadow == "regular":
         (work / "executorch" / "__init__.py").write_text("")
-        loaded = work / "executorch"
     before = hashes(tmp_path)
-    for command in ("apply", "revert", "status"):
-        one_line_error(
-            cli(site, command, cwd=work),
-            f"loads {loaded},",
-            f"not the installed ExecuTorch at {site / 'executorch'}",
-            "Run the command from another directory",
-        )
-    assert hashes(tmp_path) == before
-    # From elsewhere, the installed one is patched and the folder left alone.
-    assert cli(site, "apply", cwd=tmp_path).returncode == 0
-    assert_only_targets_changed(tmp_path, site, before, "patched")
+    applied = tool(site, "apply", cwd=work)
+    assert applied.returncode == 0, applied.stderr
+    assert f"served with the fix: {site / 'executorch' / EMITTER}" in applied.stdout
+    assert_only_targets_changed(
+        tmp_path,
+        site,
+        before,
+        "stock",
+        may_appear=r"executorch_device_guard\.(pth|start)$",
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    served = subprocess.run(
+        [str(venv_python(site)), "-c", SERVED],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (served.stdout, served.stderr) == (
+        f"{work / 'executorch' / EMITTER} changed\n",
+        "",
+    )
 
 
-def test_refuses_a_read_only_site_packages(tmp_path: Path, site: Path) -> None:
+def test_refuses_an_executorch_on_pythonpath_and_names_run(
+    tmp_path: Path, site: Path
+) -> None:
+    """Python reads no startup file in a PYTHONPATH or --target folder."""
     before = hashes(tmp_path)
-    result = cli(site, "apply", wrap=read_only(site))
-    one_line_error(result, "Read-only file system", "Nothing was changed")
+    one_line_error(
+        cli(site, "apply"),
+        f"ExecuTorch at {site / 'executorch'} is found through PYTHONPATH or a "
+        "--target folder",
+        "use `executorch-device-guard run -- COMMAND`",
+        "Nothing was changed",
+    )
+    status = cli(site, "status")
+    assert status.returncode == 0, status.stderr
+    assert "apply cannot turn the fix on here:" in status.stdout
     assert hashes(tmp_path) == before
 
 
-def test_pip_uninstall_leaves_nothing_of_ours(tmp_path: Path, site: Path) -> None:
-    """Every file in the package stays one that RECORD lists, so pip removes it."""
+def test_refuses_a_read_only_site_packages(tmp_path: Path) -> None:
+    site = venv_site(tmp_path / "venv")
+    before = hashes(tmp_path)
+    result = tool(site, "apply", wrap=read_only(site))
+    one_line_error(
+        result,
+        f"cannot write {site / 'executorch_device_guard.pth'}: Read-only file system",
+        "Nothing was changed",
+    )
+    assert hashes(tmp_path) == before
+
+
+def test_the_package_stays_what_its_record_lists(tmp_path: Path) -> None:
+    """apply writes nothing into ExecuTorch's folders: pip uninstall of
+    ExecuTorch removes every file of it."""
+    site = venv_site(tmp_path / "venv")
     record = (site / "executorch-1.5.1.dist-info" / "RECORD").read_text()
     listed = {line.split(",")[0] for line in record.splitlines()}
     for command in ("apply", "revert", "apply"):
-        assert cli(site, command).returncode == 0
-        present = {str(p.relative_to(site)) for p in site.rglob("*") if not p.is_dir()}
-        assert present <= listed, present - listed
+        assert tool(site, command).returncode == 0
+        present = {
+            str(p.relative_to(site))
+            for p in site.rglob("*")
+            if not p.is_dir() and p.name != "a_tool.pth"
+        }
+        assert present - listed == (
+            {"executorch_device_guard.pth", "executorch_device_guard.start"}
+            if command == "apply"
+            else set()
+        )
 
 
 @pytest.mark.parametrize(
@@ -485,17 +595,9 @@ def test_the_wheel_requires_nothing_and_carries_the_series(tmp_path: Path) -> No
 
 
 def _to(site: Path, command: str, stdout) -> subprocess.CompletedProcess:
-    """``command`` with its stdout going to ``stdout`` (a file or a pipe end)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
-    env.pop("EXECUTORCH_DEVICE_GUARD_TEST_FAULT", None)
-    return subprocess.run(
-        [sys.executable, "-m", "executorch_device_guard", command],
-        env=env,
-        stdout=stdout,
-        stderr=subprocess.PIPE,
-        text=True,
-        timeout=120,
-    )
+    """``command`` with its stdout going to ``stdout`` (a file or a pipe end),
+    in ``changeable``'s environment."""
+    return tool(site, command, stdout=stdout)
 
 
 def _closed_pipe(site: Path, command: str) -> subprocess.CompletedProcess:
@@ -508,18 +610,51 @@ def _closed_pipe(site: Path, command: str) -> subprocess.CompletedProcess:
         os.close(write)
 
 
+STARTUP_FILES = r"executorch_device_guard\.(pth|start)$"
+
+
+def changeable(tmp_path: Path, command: str) -> Path:
+    """A venv where ``command`` changes something: for revert, apply is on
+    and the emitter was patched in place by an earlier version."""
+    site = venv_site(tmp_path / "venv")
+    if command == "revert":
+        assert tool(site, "apply").returncode == 0
+        patch_in_place(site, [EMITTER])
+    return site
+
+
+def changed(tmp_path: Path, site: Path, before, command: str) -> None:
+    """What ``command`` changed is all it changes."""
+    if command == "apply":
+        assert_only_targets_changed(
+            tmp_path, site, before, "stock", may_appear=STARTUP_FILES
+        )
+    else:
+        assert_only_targets_changed(
+            tmp_path,
+            site,
+            before,
+            "stock",
+            may_vanish=[
+                str((site / name).relative_to(tmp_path))
+                for name in (
+                    "executorch_device_guard.pth",
+                    "executorch_device_guard.start",
+                )
+            ],
+        )
+
+
 @pytest.mark.parametrize("command", ["apply", "revert"])
 def test_a_full_stdout_after_a_change_is_not_exit_2(
-    tmp_path: Path, site: Path, command: str
+    tmp_path: Path, command: str
 ) -> None:
     """Exit 2 says nothing was changed: not so when only the report was lost."""
-    if command == "revert":
-        assert cli(site, "apply").returncode == 0
+    site = changeable(tmp_path, command)
     before = hashes(tmp_path)
     with open("/dev/full", "w") as full:
         result = _to(site, command, full)
-    goal = "patched" if command == "apply" else "stock"
-    assert_only_targets_changed(tmp_path, site, before, goal)
+    changed(tmp_path, site, before, command)
     assert result.returncode == 4, result.stderr
     assert result.stderr == (
         f"executorch-device-guard: error: {command} finished, but its output "
@@ -529,18 +664,14 @@ def test_a_full_stdout_after_a_change_is_not_exit_2(
 
 
 @pytest.mark.parametrize("command", ["apply", "revert", "status"])
-def test_a_closed_stdout_is_output_lost(
-    tmp_path: Path, site: Path, command: str
-) -> None:
+def test_a_closed_stdout_is_output_lost(tmp_path: Path, command: str) -> None:
     """``apply >&-``: the report cannot be written, so it is the same as a
     full stdout (exit 4, one line), never a silent exit 0."""
-    if command == "revert":
-        assert cli(site, "apply").returncode == 0
+    site = changeable(tmp_path, command)
     before = hashes(tmp_path)
-    result = cli(site, command, wrap=["sh", "-c", 'exec "$@" >&-', "sh"])
+    result = tool(site, command, wrap=["sh", "-c", 'exec "$@" >&-', "sh"])
     if command != "status":
-        goal = "patched" if command == "apply" else "stock"
-        assert_only_targets_changed(tmp_path, site, before, goal)
+        changed(tmp_path, site, before, command)
     assert result.returncode == 4, result.stderr
     assert result.stderr == (
         f"executorch-device-guard: error: {command} finished, but its output "
@@ -550,17 +681,17 @@ def test_a_closed_stdout_is_output_lost(
 
 
 @pytest.mark.parametrize("command", ["apply", "status"])
-def test_a_reader_that_went_away_is_no_error(
-    tmp_path: Path, site: Path, command: str
-) -> None:
+def test_a_reader_that_went_away_is_no_error(tmp_path: Path, command: str) -> None:
     """``status | head -1``: the reader has what it wanted; no message, the
     command's own exit code."""
+    site = changeable(tmp_path, command)
     before = hashes(tmp_path)
     result = _closed_pipe(site, command)
     assert (result.returncode, result.stderr) == (0, "")
-    assert_only_targets_changed(
-        tmp_path, site, before, "patched" if command == "apply" else "stock"
-    )
+    if command == "apply":
+        changed(tmp_path, site, before, command)
+    else:
+        assert hashes(tmp_path) == before
     with open("/dev/full", "w") as full:
         result = _to(site, "status", full)
     assert result.returncode == 4, result.stderr
@@ -640,19 +771,25 @@ def _edited(text: bytes) -> bytes:
     ],
     ids=["crlf-stock", "crlf-patched", "edited-stock", "edited-patched"],
 )
-def test_unknown_says_why(tmp_path: Path, site: Path, make, reason: str) -> None:
+def test_unknown_says_why(tmp_path: Path, make, reason: str) -> None:
+    site = venv_site(tmp_path / "venv")
     (site / "executorch" / EMITTER).write_bytes(make())
     before = hashes(tmp_path)
-    status = cli(site, "status").stdout
+    status = tool(site, "status").stdout
     assert state(status, EMITTER) == "unknown"
-    assert f" {EMITTER} ({reason}" in status, status
-    one_line_error(cli(site, "apply"), f"{EMITTER} is unknown ({reason}")
+    assert f" {EMITTER} (the change does not fit it ({reason}" in status, status
+    one_line_error(
+        tool(site, "apply"),
+        f"{EMITTER} would load without the fix (unknown: the change does not "
+        f"fit it ({reason}",
+    )
     assert hashes(tmp_path) == before
 
 
 @pytest.fixture
 def non_utf8_site(tmp_path: Path) -> Path:
-    """A throwaway installation under a folder whose name is not UTF-8."""
+    """A throwaway installation under a folder whose name is not UTF-8 (no
+    venv can be made there: on PYTHONPATH)."""
     try:
         top = tmp_path / os.fsdecode(b"bad\xffdir")
         top.mkdir()
@@ -669,19 +806,16 @@ def test_a_path_that_is_not_utf8_is_printed_escaped(
     site = non_utf8_site
     strict = {"PYTHONIOENCODING": "utf-8"}
     shown = str(site / "executorch").replace("\udcff", "\\xff")
-    before = hashes(tmp_path)
     status = cli(site, "status", env=strict)
     assert (status.returncode, status.stderr) == (0, ""), status.stderr
     assert status.stdout.startswith(f"ExecuTorch 1.5.1 at {shown}\n")
-    for command, goal, verb in (
-        ("apply", "patched", "patched"),
-        ("revert", "stock", "restored"),
-    ):
-        result = cli(site, command, env=strict)
-        assert (result.returncode, result.stderr) == (0, ""), result.stderr
-        assert f"{verb} {shown}/{EMITTER}\n" in result.stdout
-        assert_only_targets_changed(tmp_path, site, before, goal)
-    assert hashes(tmp_path) == before
+    one_line_error(cli(site, "apply", env=strict), f"ExecuTorch at {shown} is found")
+    patch_in_place(site)
+    before = hashes(tmp_path)
+    result = cli(site, "revert", env=strict)
+    assert (result.returncode, result.stderr) == (0, ""), result.stderr
+    assert f"restored {shown}/{EMITTER}\n" in result.stdout
+    assert_only_targets_changed(tmp_path, site, before, "stock")
 
 
 def test_output_that_cannot_be_encoded_at_all_is_exit_4() -> None:
@@ -731,3 +865,88 @@ def test_a_refusal_naming_what_was_given_stays_one_line(
     assert "Traceback" not in result.stderr, result.stderr
     assert len(result.stderr.splitlines()) == 1, result.stderr
     assert "no\\nsuch" in result.stderr
+
+
+EXPORT_META = """
+import torch
+from executorch.exir import to_edge_transform_and_lower
+
+model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval().to("meta")
+inputs = (torch.ones(2, 4, device="meta"),)
+to_edge_transform_and_lower(torch.export.export(model, inputs)).to_executorch()
+"""
+
+
+def test_after_apply_a_plain_python_export_gets_the_clear_error(tmp_path: Path) -> None:
+    """The README's export on meta, with a whole copy of the installed
+    ExecuTorch in a venv's site-packages (torch from this environment):
+    stock before apply, the clear error after it, stock again after revert;
+    ExecuTorch's files keep their bytes, sizes and times throughout."""
+    import importlib.util
+    import py_compile
+
+    from throwaway import copy_of_installed_executorch
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (site,) = venv.glob("lib/python*/site-packages")
+    copy_of_installed_executorch(site / "_")
+    for entry in (site / "_").iterdir():
+        entry.rename(site / entry.name)
+    (site / "_").rmdir()
+    (site / "a_tool.pth").write_text(f"{REPO}\n")
+    deps = Path(torch_site())
+    (site / "b_deps.pth").write_text(f"{deps}\n")
+    script = tmp_path / "export_meta.py"
+    script.write_text(EXPORT_META)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(PYTHONDONTWRITEBYTECODE="1", XDG_CACHE_HOME=str(tmp_path / "cache"))
+
+    def export() -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(venv / "bin" / "python"), str(script)],
+            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        )
+
+    # Bytecode of the stock emitter that Python runs without checking it
+    # against its source (an image layer, a backup): the hook never reads it.
+    py_compile.compile(
+        str(site / "executorch" / EMITTER),
+        cfile=importlib.util.cache_from_source(str(site / "executorch" / EMITTER)),
+        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+    )
+    kept = {f: times(site / f) for f in ("executorch", "executorch-1.5.1.dist-info")}
+    top = listing(site)
+    stock = export()
+    assert stock.returncode == 1 and "NULL pointer access" in stock.stderr, stock.stderr
+    assert tool(site, "apply").returncode == 0
+    fixed = export()
+    assert fixed.returncode == 1
+    assert (
+        "Constant tensor data for '0.weight' is on device meta, but ExecuTorch "
+        "can only serialize constant data from CPU memory." in fixed.stderr
+    ), fixed.stderr
+    assert tool(site, "revert").returncode == 0
+    assert listing(site) == top
+    again = export()
+    assert again.returncode == 1 and "NULL pointer access" in again.stderr
+    assert {f: times(site / f) for f in kept} == kept
+
+
+def torch_site() -> str:
+    import torch
+
+    return str(Path(torch.__file__).parent.parent)
+
+
+def test_status_and_apply_inside_run_see_the_installed_executorch(tmp_path: Path) -> None:
+    """Under run, the bootstrap is first on PYTHONPATH: status and apply
+    read the same installation, and refuse nothing for it."""
+    site = venv_site(tmp_path / "venv")
+    plain = tool(site, "status")
+    python = str(venv_python(site))
+    inside = tool(site, "run", "--", python, "-m", "executorch_device_guard", "status")
+    assert (inside.returncode, inside.stdout, inside.stderr) == (0, plain.stdout, "")
+    applied = tool(site, "run", "--", python, "-m", "executorch_device_guard", "apply")
+    assert (applied.returncode, applied.stderr) == (0, "")
+    assert "On: every start of" in tool(site, "status").stdout

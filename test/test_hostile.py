@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Tuple
+from typing import List, Tuple
 
 import pytest
 
@@ -28,14 +28,18 @@ from conftest import REPO
 from sites import (
     assert_only_targets_changed,
     cli,
+    FAULT,
     make_site,
     one_line_error,
+    patch_in_place,
     PATCHED,
     sha,
     snapshot,
     STOCK,
     TARGETS,
     target_states,
+    tool,
+    venv_site,
 )
 
 EMITTER = "exir/emit/_emitter.py"
@@ -56,45 +60,46 @@ def outside(tmp_path: Path) -> Path:
 
 
 def test_refuses_a_symlinked_folder(tmp_path: Path, site: Path, outside: Path):
+    """Files that an earlier version patched in place, one folder a link out
+    of the package: revert refuses to write through it. status says what
+    Python runs, which follows the link."""
+    patch_in_place(site)
     emit = site / "executorch" / "exir" / "emit"
     shutil.move(emit, outside / "emit")
     emit.symlink_to(outside / "emit")
     before = snapshot(tmp_path)
-    for command in ("apply", "revert"):
-        one_line_error(
-            cli(site, command),
-            "(folder exir/emit is a symbolic link)",
-            "Nothing was changed",
-        )
+    one_line_error(
+        cli(site, "revert"),
+        "(folder exir/emit is a symbolic link)",
+        "Nothing was changed",
+    )
     status = cli(site, "status").stdout
     assert re.search(
-        r"^  unknown +exir/emit/_emitter\.py \(folder exir/emit is a symbolic link\)",
-        status,
-        re.M,
+        r"^  patched +exir/emit/_emitter\.py \(form: upstream\)$", status, re.M
     ), status
+    assert f"{len(TARGETS)} file(s) were patched in place" in status, status
     assert snapshot(tmp_path) == before
 
 
-@pytest.mark.parametrize("command", ["apply", "revert"])
-def test_refuses_a_file_symlinked_outside(
-    tmp_path: Path, site: Path, outside: Path, command: str
-):
-    data = STOCK if command == "apply" else PATCHED
-    for rel in TARGETS:
-        (site / "executorch" / rel).write_bytes(data[rel])
+def test_refuses_a_file_symlinked_outside(tmp_path: Path, site: Path, outside: Path):
+    patch_in_place(site)
     target = site / "executorch" / EMITTER
     shutil.move(target, outside / "_emitter.py")
     target.symlink_to(outside / "_emitter.py")
     before = snapshot(tmp_path)
-    one_line_error(cli(site, command), "(exir/emit/_emitter.py is a symbolic link)")
+    one_line_error(cli(site, "revert"), "(exir/emit/_emitter.py is a symbolic link)")
     assert snapshot(tmp_path) == before
 
 
 def test_refuses_a_symlinked_package(tmp_path: Path, site: Path, outside: Path):
+    patch_in_place(site)
     shutil.move(site / "executorch", outside / "executorch")
     (site / "executorch").symlink_to(outside / "executorch")
     before = snapshot(tmp_path)
-    one_line_error(cli(site, "apply"), "is a symbolic link", "Reinstall ExecuTorch")
+    for command in ("revert", "run"):
+        one_line_error(
+            cli(site, *_run_args(command)), "is a symbolic link", "Reinstall ExecuTorch"
+        )
     assert snapshot(tmp_path) == before
 
 
@@ -137,7 +142,7 @@ def test_an_old_state_file_is_never_trusted(
 ):
     state = site / "executorch" / ".device_guard.json"
     gone = [str(state.relative_to(tmp_path))]
-    assert cli(site, "apply").returncode == 0
+    patch_in_place(site)
     plant(site, outside)
     before = snapshot(tmp_path)
     result = cli(site, "revert")
@@ -147,22 +152,25 @@ def test_an_old_state_file_is_never_trusted(
     assert not state.exists()
 
     plant(site, outside)
+    planted = snapshot(tmp_path)
     status = cli(site, "status")
     assert status.returncode == 0, status.stderr
-    assert ".device_guard.json (from an earlier version) is ignored" in status.stdout
-    result = cli(site, "apply")
-    assert result.returncode == 0, result.stderr
-    assert_only_targets_changed(tmp_path, site, before, "patched", may_vanish=gone)
+    for rel in TARGETS:
+        assert re.search(
+            rf"^  stock +{re.escape(rel)} \(form: \S+\)$", status.stdout, re.M
+        ), rel
+    assert snapshot(tmp_path) == planted
     assert (outside / "victim.txt").read_text() == "root-only secret\n"
 
 
 def test_an_old_state_file_that_is_a_link_is_left_alone(
     tmp_path: Path, site: Path, outside: Path
 ):
+    patch_in_place(site)
     state = site / "executorch" / ".device_guard.json"
     state.symlink_to(outside / "victim.txt")
     before = snapshot(tmp_path)
-    for command in ("apply", "revert"):
+    for command in ("status", "revert"):
         assert cli(site, command).returncode == 0
     assert_only_targets_changed(tmp_path, site, before, "stock")
     assert os.readlink(state) == str(outside / "victim.txt")
@@ -178,17 +186,17 @@ def test_the_same_refusals_without_dir_fd_support(
     monkeypatch.setattr(confined, "_DIR_FD", False)
     root = site / "executorch"
     before = snapshot(tmp_path)
-    installed.apply(root, TARGETS)
-    assert_only_targets_changed(tmp_path, site, before, "patched")
+    patch_in_place(site)
     installed.revert(root, TARGETS)
     assert snapshot(tmp_path) == before
 
+    patch_in_place(site)
     emit = root / "exir" / "emit"
     shutil.move(emit, outside / "emit")
     emit.symlink_to(outside / "emit")
     hostile = snapshot(tmp_path)
     with pytest.raises(GuardError, match="folder exir/emit is a symbolic link"):
-        installed.apply(root, TARGETS)
+        installed.revert(root, TARGETS)
     assert snapshot(tmp_path) == hostile
     emit.unlink()
     shutil.move(outside / "emit", emit)
@@ -196,11 +204,12 @@ def test_the_same_refusals_without_dir_fd_support(
     (emit / "_emitter.py").symlink_to(outside / "_emitter.py")
     hostile = snapshot(tmp_path)
     with pytest.raises(GuardError, match="_emitter.py is a symbolic link"):
-        installed.apply(root, TARGETS)
+        installed.revert(root, TARGETS)
     assert snapshot(tmp_path) == hostile
     assert installed.status(root, TARGETS)[EMITTER] is installed.FileState.UNKNOWN
     (emit / "_emitter.py").unlink()
     shutil.move(outside / "_emitter.py", emit / "_emitter.py")
+    installed.revert(root, TARGETS)
     assert snapshot(tmp_path) == before
 
 
@@ -231,36 +240,37 @@ def _owners(top: Path) -> dict:
 
 
 def test_refuses_to_take_over_another_users_file(shared_site) -> None:
-    """A non-root user may write the folder, but the files are root's: the
-    rename would make them the user's, so the tool refuses."""
+    """A non-root user may write the folder, but the files (patched in place
+    by an earlier version) are root's: the rename would make them the
+    user's, so revert refuses."""
     top, site = shared_site
+    patch_in_place(site)
     emitter = site / "executorch" / EMITTER
     emitter.chmod(0o444)
     before, owners = snapshot(top), _owners(top)
     one_line_error(
-        cli(site, "apply", wrap=NOBODY),
+        cli(site, "revert", wrap=NOBODY),
         f"{emitter} belongs to another user (root, uid 0), not to you (nobody, "
         "uid 65534)",
         "Nothing was changed",
     )
     assert (snapshot(top), _owners(top)) == (before, owners)
-    assert cli(site, "apply").returncode == 0  # root keeps owner and mode
-    after_apply = _owners(top)
-    assert after_apply == owners and emitter.stat().st_mode & 0o777 == 0o444
-    one_line_error(cli(site, "revert", wrap=NOBODY), "user (root, uid 0)")
-    assert _owners(top) == owners
+    assert cli(site, "revert").returncode == 0  # root keeps owner and mode
+    assert _owners(top) == owners and emitter.stat().st_mode & 0o777 == 0o444
+    assert set(target_states(site).values()) == {"stock"}
 
 
 def test_root_keeps_each_files_owner(tmp_path: Path, site: Path) -> None:
     emitter = site / "executorch" / EMITTER
     if os.geteuid() != 0:
         pytest.skip("needs root to give a file to another user")
+    patch_in_place(site)
     os.chown(emitter, 1234, 5678)
     emitter.chmod(0o444)
-    for command in ("apply", "revert"):
-        assert cli(site, command).returncode == 0
-        st = emitter.stat()
-        assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (1234, 5678, 0o444)
+    assert cli(site, "revert").returncode == 0
+    assert emitter.read_bytes() == STOCK[EMITTER]
+    st = emitter.stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (1234, 5678, 0o444)
 
 
 def test_refuses_another_users_file_anywhere(
@@ -271,25 +281,25 @@ def test_refuses_another_users_file_anywhere(
     from executorch_device_guard.installation import installed
     from executorch_device_guard.errors import GuardError
 
+    patch_in_place(site)
     before = snapshot(tmp_path)
     real = os.geteuid()
     monkeypatch.setattr(os, "geteuid", lambda: real + 1)
     refusal = rf"belongs to another user \(.*uid {real}\), not to you"
     with pytest.raises(GuardError, match=refusal):
-        installed.apply(site / "executorch", TARGETS)
+        installed.revert(site / "executorch", TARGETS)
     assert snapshot(tmp_path) == before
 
 
-@pytest.mark.parametrize("state", ["stock", "patched"])
 @pytest.mark.parametrize("planted", ["fifo", "link"])
-def test_status_says_once_that_planted_bytecode_blocks_apply(
-    tmp_path: Path, site: Path, outside: Path, state: str, planted: str
+def test_planted_bytecode_blocks_revert_in_one_line(
+    tmp_path: Path, site: Path, outside: Path, planted: str
 ) -> None:
-    """The file is stock (or patched), but an entry where its bytecode belongs
-    makes apply and revert refuse: status's conclusion says that, and how to
-    get past it, in one line, and promises nothing they will not do."""
-    if state == "patched":
-        assert cli(site, "apply").returncode == 0
+    """The files were patched in place by an earlier version, but an entry
+    where the emitter's bytecode belongs makes revert refuse, in one line
+    that says how to get past it. status reads the files only: it does not
+    wait on the FIFO, and says what Python runs."""
+    patch_in_place(site)
     pyc = site / "executorch/exir/emit/__pycache__/_emitter.cpython-311.pyc"
     pyc.parent.mkdir(exist_ok=True)
     if planted == "fifo":
@@ -301,37 +311,21 @@ def test_status_says_once_that_planted_bytecode_blocks_apply(
     before = snapshot(tmp_path)
     status = cli(site, "status", timeout=30)
     assert status.returncode == 0, status.stderr
-    lines = status.stdout.splitlines()
-    assert any(
-        re.fullmatch(
-            rf"  {state} +{re.escape(f'{EMITTER} (form: upstream; {reason})')}", line
-        )
-        for line in lines
-    ), lines
-    then = (
-        "`apply` patches it."
-        if state == "stock"
-        else ("`revert` restores the stock files.")
+    assert re.search(
+        rf"^  patched +{re.escape(EMITTER)} \(form: upstream\)$", status.stdout, re.M
     )
-    assert lines[-1] == (
-        f"{state.capitalize()}, but apply and revert refuse: {reason}, where a "
-        f"module's cached bytecode belongs. Remove it, then {then}"
-    ), status.stdout
-    assert status.stdout.count("refuse") == 1, status.stdout
-    for command in ("apply", "revert"):
-        one_line_error(
-            cli(site, command, timeout=30),
-            reason,
-            "removes only plain files in a real __pycache__ folder",
-            "Nothing was changed",
-        )
+    assert f"{len(TARGETS)} file(s) were patched in place" in status.stdout
+    one_line_error(
+        cli(site, "revert", timeout=30),
+        reason,
+        "removes only plain files in a real __pycache__ folder",
+        "Nothing was changed",
+    )
     assert snapshot(tmp_path) == before
     pyc.unlink()  # the way out
-    command = "apply" if state == "stock" else "revert"
-    assert cli(site, command).returncode == 0
-    goal = "patched" if state == "stock" else "stock"
+    assert cli(site, "revert").returncode == 0
     assert_only_targets_changed(
-        tmp_path, site, before, goal, may_vanish=[str(pyc.relative_to(tmp_path))]
+        tmp_path, site, before, "stock", may_vanish=[str(pyc.relative_to(tmp_path))]
     )
 
 
@@ -353,8 +347,9 @@ def test_record_that_is_not_utf8_is_one_line(tmp_path: Path, command: str) -> No
 def test_record_that_omits_a_target_beside_listed_files(tmp_path: Path) -> None:
     """A RECORD that lists the emitter's folder but not the emitter lies: a
     release that ships the folder ships the file. Taking the emitter for not
-    shipped would patch the rest and call it done, the emitter still stock."""
-    site = make_site(tmp_path / "site")
+    shipped would serve the fix to the rest and call it done, the emitter
+    loaded stock."""
+    site = venv_site(tmp_path / "venv")
     (site / "executorch" / "exir" / "emit" / "__init__.py").write_text("")
     record = next(site.glob("*.dist-info")) / "RECORD"
     lines = record.read_text().splitlines(keepends=True)
@@ -362,19 +357,27 @@ def test_record_that_omits_a_target_beside_listed_files(tmp_path: Path) -> None:
         "".join(line for line in lines if not line.startswith(f"executorch/{EMITTER},"))
         + "executorch/exir/emit/__init__.py,,\n"
     )
+    _served_all_the_same(tmp_path, site)
+
+
+def _served_all_the_same(tmp_path: Path, site: Path) -> None:
+    """In ``venv_site``'s venv, whose RECORD leaves the emitter out: status
+    shows it stock, as the import hook finds it, never "not shipped"; apply
+    serves it the fix; run, which builds its overlay from the files RECORD
+    lists, refuses in one line; nothing under ``tmp_path`` is left changed."""
+    emitter = site / "executorch" / EMITTER
     before = snapshot(tmp_path)
-    status = cli(site, "status")
+    status = tool(site, "status")
     assert status.returncode == 0, status.stderr
     assert re.search(
-        rf"^  unknown +{re.escape(EMITTER)} \(it is there, but this release's "
-        r"RECORD does not list it\)$",
-        status.stdout,
-        re.M,
+        rf"^  stock +{re.escape(EMITTER)} \(form: upstream\)$", status.stdout, re.M
     ), status.stdout
-    assert "Some files are neither stock nor patched" in status.stdout
-    one_line_error(cli(site, "apply"), f"{site / 'executorch' / EMITTER} is unknown")
-    run = cli(site, "run", "--", sys.executable, "-c", "pass")
-    one_line_error(run, f"{site / 'executorch' / EMITTER} is unknown")
+    assert "apply refuses" not in status.stdout, status.stdout
+    applied = tool(site, "apply")
+    assert applied.returncode == 0, applied.stderr
+    assert f"served with the fix: {emitter}\n" in applied.stdout, applied.stdout
+    assert tool(site, "revert").returncode == 0
+    one_line_error(tool(site, *_run_args("run")), f"{emitter} is unknown")
     assert snapshot(tmp_path) == before
 
 
@@ -387,35 +390,65 @@ def _record(site: Path) -> Path:
 
 
 def _run_args(command: str) -> list:
-    return [command] + (["--", sys.executable, "-c", "pass"] if command == "run" else [])
+    return [command] + (
+        ["--", sys.executable, "-c", "pass"] if command == "run" else []
+    )
 
 
 def _refused(tmp_path: Path, site: Path, line: str, error: str) -> None:
-    """status shows a line that matches ``line`` (a regular expression) and
-    says neither "Patched." nor "Stock."; apply, revert and run each refuse in
-    one line holding ``error``; nothing under ``tmp_path`` changed."""
+    """In ``venv_site``'s venv: status shows a line that matches ``line`` (a
+    regular expression), an unknown file, and says that apply refuses; apply
+    refuses in one line naming that file and why, as status does (or, where
+    an earlier version patched files in place, asks for revert first);
+    revert writes nothing back (it refuses in one line holding ``error``
+    where files were patched in place); run refuses in one line holding
+    ``error``; nothing under ``tmp_path`` changed."""
     before = snapshot(tmp_path)
-    status = cli(site, "status")
+    status = tool(site, "status")
     assert status.returncode == 0, status.stderr
-    assert re.search(line, status.stdout, re.M), status.stdout
-    assert "Patched." not in status.stdout and "Stock." not in status.stdout
-    for command in ("apply", "revert", "run"):
-        one_line_error(cli(site, *_run_args(command)), error)
+    found = re.search(line, status.stdout, re.M)
+    assert found, status.stdout
+    (shown,) = [x for x in status.stdout.splitlines() if found.group(0) in x]
+    unknown = re.fullmatch(r"  unknown +(\S+) \((.*)\)", shown)
+    assert unknown, shown
+    assert "Some files load without the fix (above), so apply refuses" in (
+        status.stdout
+    )
+    assert "On:" not in status.stdout
+    legacy = "were patched in place by an earlier version" in status.stdout
+    rel, why = unknown.groups()
+    one_line_error(
+        tool(site, "apply"),
+        (
+            "were patched in place by an earlier version"
+            if legacy
+            else f"{site / 'executorch' / rel} would load without the fix (unknown: "
+            f"{why}), so apply refuses"
+        ),
+        "Nothing was changed",
+    )
+    reverted = tool(site, "revert")
+    if legacy:
+        one_line_error(reverted, error)
+    else:
+        assert reverted.returncode == 0, reverted.stderr
+        assert reverted.stdout == f"nothing to revert in {site / 'executorch'}\n"
+    one_line_error(tool(site, *_run_args("run")), error)
     assert snapshot(tmp_path) == before
 
 
-def test_an_edit_made_while_apply_writes_is_kept(tmp_path: Path, site: Path) -> None:
-    """Case 1: another program appends to the emitter while apply has its new
-    text written beside it: the rename would lose the edit, so apply stops."""
+def test_an_edit_made_while_revert_writes_is_kept(tmp_path: Path, site: Path) -> None:
+    """Case 1: another program appends to the emitter (patched in place by
+    an earlier version) while revert has its stock text written beside it:
+    the rename would lose the edit, so revert stops."""
     import subprocess
 
-    from sites import FAULT, REPO
-
+    patch_in_place(site)
     emitter = site / "executorch" / EMITTER
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
     env[FAULT] = "delay:1.5"  # every write step sleeps: the window is wide
     proc = subprocess.Popen(
-        [sys.executable, "-m", "executorch_device_guard", "apply"],
+        [sys.executable, "-m", "executorch_device_guard", "revert"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -432,7 +465,7 @@ def test_an_edit_made_while_apply_writes_is_kept(tmp_path: Path, site: Path) -> 
     finally:
         if proc.poll() is None:
             proc.kill()
-    edited = STOCK[EMITTER] + b"# someone else's edit\n"
+    edited = PATCHED[EMITTER] + b"# someone else's edit\n"
     assert emitter.read_bytes() == edited
     one_line_error(
         subprocess.CompletedProcess([], proc.returncode, out, err),
@@ -443,7 +476,7 @@ def test_an_edit_made_while_apply_writes_is_kept(tmp_path: Path, site: Path) -> 
     assert not list(emitter.parent.glob("*.tmp"))
     for rel in TARGETS:
         if rel != EMITTER:
-            assert (site / "executorch" / rel).read_bytes() == STOCK[rel], rel
+            assert (site / "executorch" / rel).read_bytes() == PATCHED[rel], rel
 
 
 def test_an_edit_in_the_instant_of_the_rename_is_put_back(
@@ -451,10 +484,11 @@ def test_an_edit_in_the_instant_of_the_rename_is_put_back(
 ) -> None:
     """Case 1, the narrowest window: a write to the old file between the
     last comparison and the rename lands in a file that the rename takes
-    away. apply sees it on the old file and puts what it holds back."""
+    away. revert sees it on the old file and puts what it holds back."""
     from executorch_device_guard.installation import installed
     from executorch_device_guard.errors import GuardError
 
+    patch_in_place(site)
     emitter = site / "executorch" / EMITTER
     real = os.replace
 
@@ -466,18 +500,18 @@ def test_an_edit_in_the_instant_of_the_rename_is_put_back(
 
     monkeypatch.setattr(os, "replace", replace_after_a_write)
     with pytest.raises(GuardError, match="changed while this command ran"):
-        installed.apply(site / "executorch", TARGETS)
+        installed.revert(site / "executorch", TARGETS)
     monkeypatch.undo()
-    assert emitter.read_bytes() == STOCK[EMITTER] + b"# written in the instant\n"
+    assert emitter.read_bytes() == PATCHED[EMITTER] + b"# written in the instant\n"
     assert not list(emitter.parent.glob("*.tmp"))
 
 
-def test_record_that_omits_the_emitters_folder_is_refused(
-    tmp_path: Path, site: Path
-) -> None:
+def test_record_that_omits_the_emitters_folder_is_refused(tmp_path: Path) -> None:
     """Case 2: RECORD lists nothing under exir/emit/, but the emitter is
     there: RECORD and the disk disagree, so nothing is taken for 'not
-    shipped' and nothing is patched."""
+    shipped'. The import hook serves the emitter the fix as it finds it;
+    run, which builds its overlay from RECORD's files, refuses."""
+    site = venv_site(tmp_path / "venv")
     record = _record(site)
     record.write_text(
         "".join(
@@ -486,21 +520,15 @@ def test_record_that_omits_the_emitters_folder_is_refused(
             if not line.startswith("executorch/exir/emit/")
         )
     )
-    _refused(
-        tmp_path,
-        site,
-        rf"^  unknown +{re.escape(EMITTER)} \(it is there, but this release's "
-        r"RECORD does not list it\)$",
-        f"{site / 'executorch' / EMITTER} is unknown",
-    )
+    _served_all_the_same(tmp_path, site)
 
 
 def test_record_that_omits_the_emitter_after_apply_is_refused_by_revert(
     tmp_path: Path, site: Path
 ) -> None:
-    """Case 2, the mirror image: patched, then RECORD loses the emitter;
-    revert must not leave it patched and call the rest 'Stock.'."""
-    assert cli(site, "apply").returncode == 0
+    """Case 2, the mirror image: patched in place, then RECORD loses the
+    emitter; revert must not leave it patched and restore the rest."""
+    patch_in_place(site)
     record = _record(site)
     record.write_text(
         "".join(
@@ -511,33 +539,33 @@ def test_record_that_omits_the_emitter_after_apply_is_refused_by_revert(
     )
     before = snapshot(tmp_path)
     one_line_error(cli(site, "revert"), f"{site / 'executorch' / EMITTER} is unknown")
-    assert "Stock." not in cli(site, "status").stdout
+    status = cli(site, "status").stdout
+    assert f"{len(TARGETS)} file(s) were patched in place" in status, status
     assert snapshot(tmp_path) == before
 
 
 @pytest.mark.parametrize("spelling", ["exir/x/../emit/", "./exir/emit/", "exir//emit/"])
 def test_record_paths_are_normalized(tmp_path: Path, site: Path, spelling: str) -> None:
     """Case 2: RECORD spells the emitter's path another way: it is still the
-    emitter, and it is patched and reverted with the rest."""
+    emitter, and revert restores it with the rest (patched in place by an
+    earlier version)."""
     record = _record(site)
     record.write_text(
         record.read_text().replace("executorch/exir/emit/", f"executorch/{spelling}")
     )
     assert f"executorch/{spelling}_emitter.py" in record.read_text()
     before = snapshot(tmp_path)
-    applied = cli(site, "apply")
-    assert applied.returncode == 0, applied.stderr
-    assert f"patched {site / 'executorch' / EMITTER}" in applied.stdout
-    assert_only_targets_changed(tmp_path, site, before, "patched")
-    assert cli(site, "status").stdout.endswith(
-        "Patched. `revert` restores the stock files.\n"
-    )
-    assert cli(site, "revert").returncode == 0
+    patch_in_place(site)
+    reverted = cli(site, "revert")
+    assert reverted.returncode == 0, reverted.stderr
+    assert f"restored {site / 'executorch' / EMITTER}\n" in reverted.stdout
     assert snapshot(tmp_path) == before
 
 
 @pytest.mark.parametrize("command", ["status", "apply", "revert", "run"])
-def test_a_second_dist_info_is_refused(tmp_path: Path, site: Path, command: str) -> None:
+def test_a_second_dist_info_is_refused(
+    tmp_path: Path, site: Path, command: str
+) -> None:
     """Case 3: a stale executorch-*.dist-info of another release beside the
     real one: which release the package is cannot be told, so every command
     refuses rather than guess (on ddcd504 the stale one set the release)."""
@@ -575,7 +603,9 @@ def test_a_version_that_disagrees_with_the_files_is_refused(
         metadata.write_text(metadata.read_text().replace("1.5.1", "1.4.1"))
         dist = dist.rename(site / "executorch-1.4.1.dist-info")
         record = dist / "RECORD"
-        record.write_text(record.read_text().replace("1.5.1.dist-info", "1.4.1.dist-info"))
+        record.write_text(
+            record.read_text().replace("1.5.1.dist-info", "1.4.1.dist-info")
+        )
         needle = "is not the file that"
     before = snapshot(tmp_path)
     one_line_error(cli(site, *_run_args(command)), needle)
@@ -625,16 +655,38 @@ LIMITED = [
 ]
 
 
+def _in_venv(site: Path, *argv: str, wrap: List[str] = ()):
+    """``python ARGV`` (under ``wrap``) with the Python of ``venv_site``'s
+    venv, started as ``tool`` starts it: no PYTHONPATH."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", FAULT)}
+    return subprocess.run(
+        [*wrap, str(site.parents[2] / "bin" / "python"), *argv],
+        env=env,
+        cwd=site.parents[3],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 @pytest.mark.parametrize("command", ["status", "apply", "run"])
-def test_a_huge_sparse_target_is_not_read(
-    tmp_path: Path, site: Path, command: str
-) -> None:
+def test_a_huge_sparse_target_is_not_read(tmp_path: Path, command: str) -> None:
     """Case 7: a 6 GB sparse emitter is larger than any source file can be:
-    unknown, never read into memory."""
+    unknown, never read into memory (apply in a venv, where it would turn
+    the fix on)."""
+    if command == "apply":
+        site = venv_site(tmp_path / "venv")
+    else:
+        site = make_site(tmp_path / "site")
     emitter = site / "executorch" / EMITTER
     os.truncate(emitter, 6 << 30)
     before = snapshot_sizes(tmp_path)
-    result = cli(site, *_run_args(command), wrap=LIMITED, timeout=120)
+    if command == "apply":
+        result = _in_venv(site, "-m", "executorch_device_guard", "apply", wrap=LIMITED)
+    else:
+        result = cli(site, *_run_args(command), wrap=LIMITED, timeout=120)
     if command == "status":
         assert result.returncode == 0, result.stderr
         assert re.search(
@@ -660,16 +712,22 @@ sys.exit(cli.main(sys.argv[1:]))
 
 
 @pytest.mark.parametrize("command", ["status", "apply", "revert"])
-def test_running_out_of_memory_is_one_line(
-    tmp_path: Path, site: Path, command: str
-) -> None:
+def test_running_out_of_memory_is_one_line(tmp_path: Path, command: str) -> None:
     """A `ulimit -v` too small to read a 60 MiB emitter (under the size any
-    target may have) is one line, exit 2, not a MemoryError traceback."""
+    target may have) is one line, exit 2, not a MemoryError traceback
+    (apply in a venv, where it would turn the fix on)."""
+    if command == "apply":
+        site = venv_site(tmp_path / "venv")
+    else:
+        site = make_site(tmp_path / "site")
     emitter = site / "executorch" / EMITTER
     with open(emitter, "ab") as f:
         f.write(b"#" * (60 << 20))
     before = snapshot_sizes(tmp_path)
-    result = cli(site, "-c", _SQUEEZED, command, module=False, timeout=120)
+    if command == "apply":
+        result = _in_venv(site, "-c", _SQUEEZED, command)
+    else:
+        result = cli(site, "-c", _SQUEEZED, command, module=False, timeout=120)
     one_line_error(result, "out of memory")
     assert snapshot_sizes(tmp_path) == before
 
@@ -683,8 +741,9 @@ def snapshot_sizes(top: Path) -> dict:
 
 
 def test_a_hostile_version_is_quoted_in_the_recovery_command(tmp_path: Path) -> None:
-    """Case 9: the recovery command that status prints is a shell command:
-    a Version with shell syntax (consistent with its folder) is quoted."""
+    """Case 9: the recovery command that status (and run's refusal) prints is
+    a shell command: a Version with shell syntax (consistent with its folder)
+    is quoted."""
     import shlex
 
     version = "1.5.1;touch pwned #"
@@ -706,7 +765,7 @@ def test_a_hostile_version_is_quoted_in_the_recovery_command(tmp_path: Path) -> 
         "--no-deps",
         f"executorch=={version}",
     ]
-    result = cli(site, "apply")
+    result = cli(site, *_run_args("run"))
     one_line_error(result)
     assert result.stderr.rstrip().endswith(shlex.quote(f"executorch=={version}"))
 
@@ -715,26 +774,28 @@ def test_a_hard_linked_target_is_replaced_not_written_through(
     tmp_path: Path, site: Path, outside: Path
 ) -> None:
     """Report §N12 (holds): a target hard-linked to a cache file outside the
-    package (uv installs so) is replaced by a new file; the cache keeps its
+    package (uv installs so) is replaced by a new file when revert writes
+    back the text an earlier version patched in place; the cache keeps its
     bytes."""
+    patch_in_place(site)
     emitter = site / "executorch" / EMITTER
     cache = outside / "_emitter.py"
     os.link(emitter, cache)
-    for command, goal in (("apply", PATCHED), ("revert", STOCK)):
-        assert cli(site, command).returncode == 0
-        assert emitter.read_bytes() == goal[EMITTER]
-        assert cache.read_bytes() == STOCK[EMITTER]
+    assert cli(site, "revert").returncode == 0
+    assert emitter.read_bytes() == STOCK[EMITTER]
+    assert cache.read_bytes() == PATCHED[EMITTER]
 
 
 def test_a_umask_of_077_keeps_modes(tmp_path: Path, site: Path) -> None:
-    """Report §N8 (holds): the new file gets the old one's mode, whatever the
-    umask."""
+    """Report §N8 (holds): the new file that revert writes gets the old one's
+    mode, whatever the umask."""
+    patch_in_place(site)
     emitter = site / "executorch" / EMITTER
     emitter.chmod(0o644)
-    for command in ("apply", "revert"):
-        result = cli(site, command, wrap=["sh", "-c", 'umask 077 && exec "$@"', "-"])
-        assert result.returncode == 0, result.stderr
-        assert emitter.stat().st_mode & 0o777 == 0o644
+    result = cli(site, "revert", wrap=["sh", "-c", 'umask 077 && exec "$@"', "-"])
+    assert result.returncode == 0, result.stderr
+    assert emitter.read_bytes() == STOCK[EMITTER]
+    assert emitter.stat().st_mode & 0o777 == 0o644
 
 
 # The second attack (docs/hostile.md): a module that Python imports in place
@@ -748,20 +809,23 @@ _SHADOWS = {
 @pytest.mark.parametrize("first", ["stock", "patched"])
 @pytest.mark.parametrize("kind", sorted(_SHADOWS))
 def test_a_target_that_python_would_not_import_is_never_patched(
-    tmp_path: Path, site: Path, kind: str, first: str
+    tmp_path: Path, kind: str, first: str
 ) -> None:
     """Python imports ``_emitter/`` (or ``_emitter.*.so``) before
-    ``_emitter.py``: status names it and never says "Patched."; apply, revert
-    and run refuse in one line, nothing changed."""
+    ``_emitter.py``: status names it, the emitter unknown; apply refuses,
+    revert writes nothing back, run refuses, each in one line, nothing
+    changed."""
+    site = venv_site(tmp_path / "venv")
     if first == "patched":
-        assert cli(site, "apply").returncode == 0
+        patch_in_place(site)
     shadow = site / "executorch" / _SHADOWS[kind]
     shadow.parent.mkdir(exist_ok=True)
     shadow.write_bytes(STOCK[EMITTER])
     _refused(
         tmp_path,
         site,
-        re.escape(f"  shadowed             {EMITTER} (Python imports {_SHADOWS[kind]} "),
+        rf"^  unknown +{re.escape(EMITTER)} \(Python loads {re.escape(str(shadow))} "
+        "instead: ",
         f"Python imports {_SHADOWS[kind]} instead of it",
     )
 
@@ -773,8 +837,15 @@ def _compile_into(prefix: Path, source: Path) -> Path:
 
     env = dict(os.environ, PYTHONPYCACHEPREFIX=str(prefix))
     subprocess.run(
-        [sys.executable, "-m", "compileall", "-q", "--invalidation-mode",
-         "unchecked-hash", str(source)],
+        [
+            sys.executable,
+            "-m",
+            "compileall",
+            "-q",
+            "--invalidation-mode",
+            "unchecked-hash",
+            str(source),
+        ],
         env=env,
         check=True,
     )
@@ -782,55 +853,54 @@ def _compile_into(prefix: Path, source: Path) -> Path:
     return pyc
 
 
-def test_bytecode_under_a_pycache_prefix_is_never_taken_for_the_fix(
+def test_bytecode_under_a_pycache_prefix_is_never_left_to_run_the_old_text(
     tmp_path: Path, site: Path
 ) -> None:
     """With PYTHONPYCACHEPREFIX, Python keeps bytecode outside the package,
-    where the tool writes nothing: apply refuses while an unchecked-hash file
-    there would run the stock text, and status, once such a file is there
-    after apply, does not say "Patched."."""
+    where the tool writes nothing: revert refuses while an unchecked-hash
+    file there, compiled from the text an earlier version patched in place,
+    would run instead of the stock text it writes back."""
+    patch_in_place(site)
     prefix = tmp_path / "prefix"
     env = {"PYTHONPYCACHEPREFIX": str(prefix)}
-    emitter = site / "executorch" / EMITTER
-    pyc = _compile_into(prefix, emitter)
+    pyc = _compile_into(prefix, site / "executorch" / EMITTER)
     before = snapshot(tmp_path)
-    one_line_error(cli(site, "apply", env=env), f"Python would run {pyc}")
+    one_line_error(
+        cli(site, "revert", env=env), f"Python would run {pyc}", "Nothing was changed"
+    )
     assert snapshot(tmp_path) == before
 
-    shutil.rmtree(prefix)
-    assert cli(site, "apply").returncode == 0
-    (site / "executorch" / EMITTER).write_bytes(STOCK[EMITTER])  # compile stock
-    _compile_into(prefix, emitter)
-    (site / "executorch" / EMITTER).write_bytes(PATCHED[EMITTER])
-    status = cli(site, "status", env=env)
-    assert status.returncode == 0, status.stderr
-    assert "Patched." not in status.stdout, status.stdout
-    assert f"Python runs other code from its bytecode {pyc}" in status.stdout
-    assert "Python does not run these files as they are:" in status.stdout
+    shutil.rmtree(prefix)  # the way out
+    assert cli(site, "revert", env=env).returncode == 0
+    assert set(target_states(site).values()) == {"stock"}
 
 
-def test_checked_hash_bytecode_of_the_old_text_is_kept_and_named(
+def test_checked_hash_bytecode_of_the_stock_text_is_kept(
     tmp_path: Path, site: Path
 ) -> None:
-    """pip writes checked-hash bytecode under SOURCE_DATE_EPOCH. After apply,
-    Python compiles the patched file again, unless it runs with
-    ``--check-hash-based-pycs never``: status says so, and revert gives the
-    file back as it was."""
+    """pip writes checked-hash bytecode under SOURCE_DATE_EPOCH. Once an
+    earlier version patched the file in place, Python compiles it again (the
+    hash differs), so revert has no need to remove that bytecode: it gives
+    the package back as it was, bytecode and all."""
     import subprocess
 
     emitter = site / "executorch" / EMITTER
     subprocess.run(
-        [sys.executable, "-m", "compileall", "-q", "-f", "--invalidation-mode",
-         "checked-hash", str(emitter)],
+        [
+            sys.executable,
+            "-m",
+            "compileall",
+            "-q",
+            "-f",
+            "--invalidation-mode",
+            "checked-hash",
+            str(emitter),
+        ],
         check=True,
     )
     before = snapshot(tmp_path)
-    assert cli(site, "apply").returncode == 0
-    status = cli(site, "status").stdout
-    assert status.rstrip().endswith(
-        "Python compiles the file again, unless it runs with "
-        "`--check-hash-based-pycs never`, which runs the old code."
-    ), status
+    assert any(name.endswith(".pyc") for name in before), before
+    patch_in_place(site)
     assert cli(site, "revert").returncode == 0
     assert snapshot(tmp_path) == before
 
@@ -944,7 +1014,11 @@ def test_a_setup_py_develop_install_is_refused(
     site, checkout = _develop_install(tmp_path, site)
     before = snapshot(tmp_path)
     result = cli(
-        tmp_path / "nowhere", "-c", _WITH_SITE, str(site), *_run_args(command),
+        tmp_path / "nowhere",
+        "-c",
+        _WITH_SITE,
+        str(site),
+        *_run_args(command),
         python_flags=["-S"],
         module=False,
     )
@@ -969,7 +1043,11 @@ def test_an_editable_install_names_its_source_tree(tmp_path: Path, site: Path) -
     before = snapshot(tmp_path)
     for command in ("status", "apply"):
         result = cli(
-            tmp_path / "nowhere", "-c", _WITH_SITE, str(site), command,
+            tmp_path / "nowhere",
+            "-c",
+            _WITH_SITE,
+            str(site),
+            command,
             python_flags=["-S"],
             module=False,
         )
@@ -980,10 +1058,12 @@ def test_an_editable_install_names_its_source_tree(tmp_path: Path, site: Path) -
 
 
 def _recovery(status: str) -> list:
+    """The recovery command in status's output or in a refusal."""
     import shlex
 
-    line = next(x for x in status.splitlines() if "reinstall ExecuTorch: " in x)
-    return shlex.split(line.split("reinstall ExecuTorch: ", 1)[1])
+    said = re.compile(r"[Rr]einstall ExecuTorch: ")
+    line = next(x for x in status.splitlines() if said.search(x))
+    return shlex.split(said.split(line, 1)[1])
 
 
 @pytest.mark.parametrize("how", ["target", "other-venv", "uv-venv", "uv-target"])
@@ -1012,17 +1092,39 @@ def test_the_recovery_command_reinstalls_where_executorch_is(
     assert status.returncode == 0, status.stderr
     tail = ["--no-deps", "executorch==1.5.1"]
     expected = {
-        "target": [sys.executable, "-m", "pip", "install", "--target", str(site),
-                   "--upgrade", "--force-reinstall", *tail],
-        "other-venv": [python, "-m", "pip", "install", "--force-reinstall", *tail]
-        if how == "other-venv" else None,
-        "uv-venv": ["uv", "pip", "install", "--python", python, "--reinstall", *tail]
-        if how == "uv-venv" else None,
-        "uv-target": ["uv", "pip", "install", "--target", str(site), "--reinstall",
-                      *tail],
+        "target": [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--target",
+            str(site),
+            "--upgrade",
+            "--force-reinstall",
+            *tail,
+        ],
+        "other-venv": (
+            [python, "-m", "pip", "install", "--force-reinstall", *tail]
+            if how == "other-venv"
+            else None
+        ),
+        "uv-venv": (
+            ["uv", "pip", "install", "--python", python, "--reinstall", *tail]
+            if how == "uv-venv"
+            else None
+        ),
+        "uv-target": [
+            "uv",
+            "pip",
+            "install",
+            "--target",
+            str(site),
+            "--reinstall",
+            *tail,
+        ],
     }[how]
     assert _recovery(status.stdout) == expected, status.stdout
-    result = cli(site, "apply")
+    result = cli(site, *_run_args("run"))
     one_line_error(result)
     assert _recovery(result.stderr) == expected
 
@@ -1058,10 +1160,10 @@ def test_an_append_only_folder_is_named_with_the_way_out(
     temporary file and the folder a new time, and every later run printed a
     bare "[Errno 1] ... '._emitter.py.device-guard....tmp'". The flag is
     seen first: one line naming the folder and `chattr -a`, nothing
-    changed; status says why a leftover stays."""
+    changed (the files patched in place by an earlier version)."""
     if os.geteuid() != 0:
         pytest.skip("chattr needs root")
-    assert cli(site, "apply").returncode == 0
+    patch_in_place(site)
     emit = site / "executorch" / "exir" / "emit"
     leftover = emit / (
         "._emitter.py.device-guard.0123456789abcdef.1.0123456789abcdef.tmp"
@@ -1072,73 +1174,34 @@ def test_an_append_only_folder_is_named_with_the_way_out(
     try:
         mtime = os.stat(emit).st_mtime_ns
         before = snapshot(tmp_path)
-        for command in ("revert", "apply"):
-            one_line_error(
-                cli(site, command),
-                f"{emit} is append-only, so this tool cannot replace or remove "
-                "files in it. Nothing was changed.",
-                f"(chattr -a {emit}, as root)",
-            )
-            assert snapshot(tmp_path) == before
-            assert os.stat(emit).st_mtime_ns == mtime
-        status = cli(site, "status")
-        assert status.returncode == 0, status.stderr
-        assert f"1 temporary file(s) left by an interrupted run, which stay: {emit} " \
-            "is append-only" in status.stdout, status.stdout
+        one_line_error(
+            cli(site, "revert"),
+            f"{emit} is append-only, so this tool cannot replace or remove "
+            "files in it. Nothing was changed.",
+            f"(chattr -a {emit}, as root)",
+        )
+        assert snapshot(tmp_path) == before
+        assert os.stat(emit).st_mtime_ns == mtime
     finally:
         _chattr("-a", emit)
     assert cli(site, "revert").returncode == 0
     assert not leftover.exists()
-
-
-def _shadow_zip(tmp_path: Path) -> Path:
-    """A zip holding only an ``executorch/exir`` package, no metadata."""
-    import zipfile
-
-    shadow = tmp_path / "shadow.zip"
-    with zipfile.ZipFile(shadow, "w") as archive:
-        archive.writestr("executorch/", "")
-        archive.writestr("executorch/exir/", "")
-        archive.writestr("executorch/exir/__init__.py", "print('NOT PATCHED')\n")
-    return shadow
-
-
-@pytest.mark.parametrize("command", ["status", "apply", "revert"])
-def test_a_zipped_executorch_ahead_on_the_path_is_a_shadow(
-    tmp_path: Path, site: Path, command: str
-) -> None:
-    """N3: `import executorch.exir` loads a zip's exir/ that comes first on
-    PYTHONPATH (executorch is a namespace package): f78d3a2 looked for
-    folders only, so apply went ahead and status said "Patched.". It is
-    refused as any shadow is."""
-    shadow = _shadow_zip(tmp_path)
-    env = {"PYTHONPATH": os.pathsep.join([str(shadow), str(site), str(REPO)])}
-    before = snapshot(tmp_path)
-    result = cli(site, *_run_args(command), env=env)
-    one_line_error(
-        result,
-        f"`import executorch.exir` here loads {shadow / 'executorch'}/exir, not "
-        "the installed ExecuTorch",
-    )
-    assert "NOT PATCHED" not in result.stdout
-    assert snapshot(tmp_path) == before
+    assert set(target_states(site).values()) == {"stock"}
 
 
 def test_a_pycache_prefix_given_with_dash_x_is_seen_too(
     tmp_path: Path, site: Path
 ) -> None:
     """Q: ``python -X pycache_prefix=DIR`` is PYTHONPYCACHEPREFIX by another
-    name: the tool run that way refuses as with the variable (held on
-    f78d3a2 too). A prefix that only the program's Python is given, the
-    tool cannot see: apply-and-run.md says so."""
+    name: revert run that way refuses as with the variable (held on f78d3a2
+    too)."""
+    patch_in_place(site)
     prefix = tmp_path / "prefix"
     pyc = _compile_into(prefix, site / "executorch" / EMITTER)
     before = snapshot(tmp_path)
-    result = cli(site, "apply", python_flags=["-X", f"pycache_prefix={prefix}"])
+    result = cli(site, "revert", python_flags=["-X", f"pycache_prefix={prefix}"])
     one_line_error(result, f"Python would run {pyc}")
     assert snapshot(tmp_path) == before
-    doc = (REPO / "docs" / "apply-and-run.md").read_text()
-    assert "-X pycache_prefix" in doc
 
 
 # The fifth attack (docs/hostile.md, "The fifth attack").
@@ -1164,50 +1227,68 @@ def _with_a_dead_copy(text: str) -> str:
 
 @pytest.mark.parametrize("state", ["stock", "patched"])
 def test_a_hunk_whose_lines_occur_twice_is_never_placed_by_proximity(
-    tmp_path: Path, site: Path, state: str
+    tmp_path: Path, state: str
 ) -> None:
     """D2: a dead copy of a hunk's lines nearer to where the hunk expects
     them: 7f6ba8a patched the copy ("Patched.", the live method stock and
     every export broken), or, patched, called it "Patched." and would have
     reverted the copy. Where the change goes cannot be told: unknown, and
-    apply, revert and run refuse in one line, nothing changed."""
+    apply, revert (patched in place) and run refuse in one line, nothing
+    changed."""
     import ast
 
+    site = venv_site(tmp_path / "venv")
     if state == "patched":
-        assert cli(site, "apply").returncode == 0
+        patch_in_place(site)
     emitter = site / "executorch" / EMITTER
     emitter.write_text(_with_a_dead_copy(emitter.read_text()))
     ast.parse(emitter.read_text())  # still Python
     _refused(
         tmp_path,
         site,
-        rf"^  unknown +{re.escape(EMITTER)} \(the {state} lines of hunk 1 occur 2 "
-        r"times \(from lines \d+, \d+\), so where the change goes cannot be told\)$",
+        rf"^  unknown +{re.escape(EMITTER)} \(the change does not fit it \(the "
+        rf"{state} lines of hunk 1 occur 2 times \(from lines \d+, \d+\), so "
+        r"where the change goes cannot be told\)\)$",
         f"{site / 'executorch' / EMITTER} is unknown",
     )
 
 
 @pytest.mark.parametrize("command", ["status", "apply", "revert", "run"])
 def test_an_empty_namespace_folder_ahead_on_the_path_is_no_shadow(
-    tmp_path: Path, site: Path, command: str
+    tmp_path: Path, command: str
 ) -> None:
     """D11: an empty executorch/backends/ (no __init__.py) ahead on
     PYTHONPATH: Python still imports the installed regular package, which
     wins over such a folder. 7f6ba8a refused, saying that `import
-    executorch.backends` loads the empty folder."""
+    executorch.backends` loads the empty folder. In a venv, where apply
+    turns the fix on, every command goes ahead."""
+    site = venv_site(tmp_path / "venv")
     ahead = tmp_path / "ahead"
     (ahead / "executorch" / "backends").mkdir(parents=True)
-    env = {"PYTHONPATH": os.pathsep.join([str(ahead), str(site), str(REPO)])}
+    env = {"PYTHONPATH": str(ahead)}
+    pth = site / "executorch_device_guard.pth"
     if command == "revert":
-        assert cli(site, "apply", env=env).returncode == 0
-    result = cli(site, *_run_args(command), env=env)
+        assert tool(site, "apply", env=env).returncode == 0
+    result = tool(site, *_run_args(command), env=env)
     assert result.returncode == 0, result.stderr
     assert "error" not in result.stderr, result.stderr
     if command == "status":
-        assert result.stdout.endswith("Stock. `apply` patches it.\n"), result.stdout
-    if command in ("apply", "revert"):
-        expected = "patched" if command == "apply" else "stock"
-        assert set(target_states(site).values()) == {expected}
+        assert "unknown" not in result.stdout, result.stdout
+        assert re.search(
+            rf"^  stock +{re.escape(EMITTER)} \(form: upstream\)$", result.stdout, re.M
+        )
+        assert result.stdout.endswith(
+            "`run -- COMMAND` to one command.\n"
+        ), result.stdout
+    if command == "apply":
+        assert f"served with the fix: {site / 'executorch' / EMITTER}\n" in (
+            result.stdout
+        )
+        assert pth.is_file()
+    if command == "revert":
+        assert f"removed {pth}\n" in result.stdout, result.stdout
+        assert not pth.exists()
+    assert set(target_states(site).values()) == {"stock"}
 
 
 _HOOK = """
@@ -1236,62 +1317,56 @@ def test_an_import_hook_that_serves_another_copy_is_a_shadow(
     editable installs do) that serves the emitter from a stock copy
     elsewhere. 7f6ba8a said "Patched." and run ran the command on the
     stock copy, without a word. Each target is looked up as the program
-    would, hooks first: status, apply and revert refuse in one line, naming
-    the hook, nothing changed. Under run, the import hook asks that hook and
-    names the file it serves, which the fix does not fit, in one line."""
-    import subprocess
-
-    from sites import FAULT
-
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    (purelib,) = venv.glob("lib/python*/site-packages")
-    site = make_site(purelib / "_", version="1.5.1")
-    for entry in site.iterdir():
-        shutil.move(str(entry), purelib / entry.name)
-    site.rmdir()
-    site = purelib
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    env.pop(FAULT, None)
-
-    def tool(*args: str):
-        return subprocess.run(
-            [str(python), "-m", "executorch_device_guard", *args],
-            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
-        )
-
+    would, hooks first: status says the emitter loads without the fix,
+    naming the copy, and apply refuses in one line (revert first writes
+    back what an earlier version patched in place). Under run, the import
+    hook asks that hook and names the file it serves, which the fix does
+    not fit, in one line."""
+    site = venv_site(tmp_path / "venv")
+    python = site.parents[2] / "bin" / "python"
     if first == "patched":
-        assert tool("apply").returncode == 0
+        patch_in_place(site)
     copy = tmp_path / "elsewhere" / "_emitter.py"
     copy.parent.mkdir()
     copy.write_bytes(STOCK[EMITTER])
-    (purelib / "mytools_finder.py").write_text(_HOOK % str(copy))
-    (purelib / "mytools_finder.pth").write_text(
+    (site / "mytools_finder.py").write_text(_HOOK % str(copy))
+    (site / "mytools_finder.pth").write_text(
         "import mytools_finder; mytools_finder.install()\n"
     )
     before = snapshot(tmp_path)
-    needle = (
-        "`import executorch.exir.emit._emitter` here loads "
-        f"{copy}, not the installed ExecuTorch at {site / 'executorch'}: an "
-        "import hook (mytools_finder.Finder, put on sys.meta_path by a .pth "
-        "file or sitecustomize) serves it"
+    why = f"Python loads {copy} instead: it is not at executorch/{EMITTER}"
+    status = tool(site, "status")
+    assert status.returncode == 0, status.stderr
+    assert re.search(
+        rf"^  unknown +{re.escape(EMITTER)} \({re.escape(why)}\)$", status.stdout, re.M
+    ), status.stdout
+    assert "Some files load without the fix (above), so apply refuses" in (
+        status.stdout
     )
-    for command in ("status", "apply", "revert"):
-        result = tool(command)
-        one_line_error(result, needle)
-        assert "Patched." not in result.stdout
+    reverted = tool(site, "revert")
+    assert reverted.returncode == 0, reverted.stderr
+    if first == "patched":
+        assert f"restored {site / 'executorch' / EMITTER}\n" in reverted.stdout
+        assert_only_targets_changed(tmp_path, site, before, "stock")
+    else:
+        assert reverted.stdout == f"nothing to revert in {site / 'executorch'}\n"
+    after = snapshot(tmp_path)
+    one_line_error(
+        tool(site, "apply"),
+        f"{site / 'executorch' / EMITTER} would load without the fix (unknown: "
+        f"{why}), so apply refuses. Nothing was changed.",
+    )
     code = (
         "import importlib.util as u; "
         "print(u.find_spec('executorch.exir.emit._emitter').origin)"
     )
-    result = tool("run", "--", str(python), "-c", code)
+    result = tool(site, "run", "--", str(python), "-c", code)
     assert (result.returncode, result.stdout) == (0, f"{copy}\n"), result.stderr
     assert result.stderr == (
         f"executorch-device-guard: {copy} loads as installed, without the fix: "
         f"it is not at executorch/{EMITTER}\n"
     )
-    assert snapshot(tmp_path) == before
+    assert snapshot(tmp_path) == after
 
 
 PORTABLE_LIB = "extension/pybindings/portable_lib.py"
@@ -1321,19 +1396,19 @@ def test_a_backport_is_not_left_out_on_the_version_label_alone(
     patch release of the 1.4 line) was "not for this release", left stock,
     and status said "Patched.". Now a file whose bytes are that backport's
     stock or patched text under a release outside its range is unknown, and
-    so is a later release of its last line: status never says Patched or
-    Stock, apply, revert and run refuse in one line, nothing changed."""
+    so is a later release of its last line: status says it loads without
+    the fix, apply, revert (patched in place) and run refuse in one line,
+    nothing changed."""
     from sites import ALL_TARGETS
 
-    site = make_site(tmp_path / "site", version=label)
+    site = venv_site(tmp_path / "venv", version=label)
     (backport,) = ALL_TARGETS[PORTABLE_LIB]
     (hunk,) = backport.hunks
     _with_portable_lib(
         site, "".join(hunk.new_lines if state == "patched" else hunk.old_lines).encode()
     )
     if state == "patched":
-        for rel in TARGETS:
-            (site / "executorch" / rel).write_bytes(PATCHED[rel])
+        patch_in_place(site)
     why = (
         f"its text is the {state} text of ExecuTorch 1.0.0 to 1.4.1, which its "
         f"backport is for, but this release says {label}"

@@ -4,15 +4,16 @@
 # This source code is licensed under the BSD-style license found in the
 # LICENSE file in the root directory of this source tree.
 
-"""apply and revert racing on one installation, with status reading alongside,
-and a package folder swapped while they wait for its lock."""
+"""revert of files that an earlier version patched in place (the only
+command that still writes ExecuTorch's files) and the installation's lock:
+another process holding it, a package folder swapped while revert waits for
+it, and status, which takes no lock, reading alongside."""
 
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -21,52 +22,14 @@ import pytest
 from conftest import REPO
 from executorch_device_guard.installation import installed
 from sites import (
-    assert_only_targets_changed,
     cli,
     FAULT,
     make_site,
+    patch_in_place,
     snapshot,
     target_states,
     TARGETS,
 )
-
-
-def test_apply_and_revert_racing(tmp_path: Path) -> None:
-    site = make_site(tmp_path / "site")
-    before = snapshot(tmp_path)
-    # Each write step sleeps 5 ms, so every run is long enough to overlap.
-    slow = {FAULT: "delay:0.005"}
-    deadline = time.monotonic() + 4
-    results = {"apply": [], "revert": [], "status": []}
-
-    def loop(command: str) -> None:
-        while time.monotonic() < deadline:
-            results[command].append(cli(site, command, env=slow))
-
-    threads = [threading.Thread(target=loop, args=(c,)) for c in results]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-
-    for command, runs in results.items():
-        assert len(runs) >= 3, (command, len(runs))
-        for run in runs:
-            assert run.returncode == 0, (command, run.stdout, run.stderr)
-    for run in results["status"]:
-        assert "unknown" not in run.stdout, run.stdout
-        assert "temporary" not in run.stdout, run.stdout
-    # Whichever ran last, the installation is whole; then both directions work.
-    states = set(assert_only_targets_changed(tmp_path, site, before, None).values())
-    assert len(states) == 1, states
-    assert cli(site, "apply").returncode == 0
-    assert_only_targets_changed(tmp_path, site, before, "patched")
-    assert cli(site, "revert").returncode == 0
-    assert snapshot(tmp_path) == before
-    waits = sum("waiting for another" in r.stderr for r in results["apply"])
-    waits += sum("waiting for another" in r.stderr for r in results["revert"])
-    assert waits > 0, "the runs never overlapped"
-
 
 # Holds the package folder's lock, waits for a line on stdin, then does what
 # a pip reinstall does (the old folder moved aside, a fresh one in its place)
@@ -84,19 +47,13 @@ fcntl.flock(fd, fcntl.LOCK_UN)
 """
 
 
-@pytest.mark.parametrize("command", ["apply", "revert", "status"])
-def test_the_package_swapped_while_waiting_for_the_lock(
-    tmp_path: Path, command: str
-) -> None:
-    """The run works on the folder now installed, never on the one moved away."""
+def test_the_package_swapped_while_waiting_for_the_lock(tmp_path: Path) -> None:
+    """revert works on the folder now installed, never on the one moved away."""
     site = make_site(tmp_path / "site")
     root = site / "executorch"
-    if command == "revert":
-        installed.apply(root, TARGETS)
+    patch_in_place(site)
     fresh = tmp_path / "fresh"
     shutil.copytree(root, fresh)
-    if command == "status":  # so that the two folders read differently
-        installed.apply(fresh, TARGETS)
     stash = site / "executorch.stash"
     before = snapshot(root)
     helper = subprocess.Popen(
@@ -106,11 +63,9 @@ def test_the_package_swapped_while_waiting_for_the_lock(
         text=True,
     )
     assert helper.stdout.readline() == "locked\n"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
-    env.pop(FAULT, None)
     run = subprocess.Popen(
-        [sys.executable, "-m", "executorch_device_guard", command],
-        env=env,
+        [sys.executable, "-m", "executorch_device_guard", "revert"],
+        env=_cli_env(site),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -121,10 +76,8 @@ def test_the_package_swapped_while_waiting_for_the_lock(
     assert helper.returncode == 0
     assert run.returncode == 0, err
     assert snapshot(stash) == before, "the folder moved away was changed"
-    goal = {"apply": "patched", "revert": "stock", "status": "patched"}[command]
-    assert set(target_states(site).values()) == {goal}
-    if command == "status":
-        assert out.endswith("Patched. `revert` restores the stock files.\n"), out
+    assert set(target_states(site).values()) == {"stock"}
+    assert out.count(f"restored {root}/") == len(TARGETS), out
 
 
 def test_gives_up_when_the_folder_keeps_being_replaced(
@@ -134,16 +87,16 @@ def test_gives_up_when_the_folder_keeps_being_replaced(
     from executorch_device_guard.errors import GuardError
 
     site = make_site(tmp_path / "site")
+    patch_in_place(site)
     before = snapshot(tmp_path)
     monkeypatch.setattr(confined.Package, "moved", lambda self: True)
-    for command in (installed.apply, installed.revert, installed.survey):
+    for command in (installed.revert, installed.survey):
         with pytest.raises(GuardError, match="replaced by another folder 3 times"):
             command(site / "executorch", TARGETS)
     assert snapshot(tmp_path) == before
 
 
-# Issue 25, cases 4 and 8: what a run reads once it holds the lock, and a
-# lock that someone else holds.
+# Issue 25, case 8: a lock that someone else holds.
 
 # Holds an flock on a folder (exclusive, or shared with "sh") until stdin
 # closes; prints "locked" once it does.
@@ -173,61 +126,17 @@ def _cli_env(site: Path) -> dict:
     return env
 
 
-def test_a_reinstall_while_apply_waits_is_read_after_the_lock(tmp_path: Path) -> None:
-    """Case 4: while apply waits for the lock, ExecuTorch is reinstalled as
-    a release that ships a target the old one did not. apply reads RECORD
-    once it holds the lock, so it patches that target too."""
-    site = make_site(tmp_path / "site")
-    root = site / "executorch"
-    fresh = tmp_path / "fresh"
-    shutil.copytree(root, fresh)  # the new release: every target
-    record = next(site.glob("*.dist-info")) / "RECORD"
-    new_record = record.read_text()
-    xnnpack = "backends/xnnpack/operators/node_visitor.py"
-    # The old release ships no XNNPACK backend.
-    shutil.rmtree(root / "backends" / "xnnpack")
-    record.write_text(
-        "".join(
-            line
-            for line in new_record.splitlines(keepends=True)
-            if not line.startswith("executorch/backends/xnnpack/")
-        )
-    )
-    assert f"not shipped          {xnnpack}" in cli(site, "status").stdout
-    helper = subprocess.Popen(
-        [sys.executable, "-c", _HOLD_AND_SWAP, str(root), str(site / "old"), str(fresh)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert helper.stdout.readline() == "locked\n"
-    run = subprocess.Popen(
-        [sys.executable, "-m", "executorch_device_guard", "apply"],
-        env=_cli_env(site),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert "waiting for" in run.stderr.readline()
-    record.write_text(new_record)  # pip writes the new RECORD...
-    helper.communicate("go\n", timeout=60)  # ...and the new folder
-    out, err = run.communicate(timeout=60)
-    assert run.returncode == 0, err
-    assert f"patched {root / xnnpack}" in out
-    assert set(target_states(site).values()) == {"patched"}
-    status = cli(site, "status")
-    assert status.stdout.endswith("Patched. `revert` restores the stock files.\n")
-
-
-@pytest.mark.parametrize("command", ["apply", "revert", "run"])
+@pytest.mark.parametrize("command", ["revert", "run"])
 def test_a_lock_held_by_another_process_is_named_and_waited_for_a_while(
     tmp_path: Path, command: str
 ) -> None:
     """Case 8: any process can hold an flock on the package folder (here a
-    plain Python, not this tool). Each command names it, waits for it a
-    bounded time (--wait), then says so in one line, exit 2, nothing
-    changed."""
+    plain Python, not this tool). Each command that takes it (revert of
+    files patched in place, run) names it, waits for it a bounded time
+    (--wait), then says so in one line, exit 2, nothing changed."""
     site = make_site(tmp_path / "site")
+    if command == "revert":
+        patch_in_place(site)
     before = snapshot(tmp_path)
     helper = _holder(site / "executorch")
     try:
@@ -260,11 +169,12 @@ def test_a_holders_command_line_is_printed_without_control_characters(
     terminal escapes (here, erase the line and print a green "Patched.")
     is printed escaped, on the one line the error takes."""
     site = make_site(tmp_path / "site")
+    patch_in_place(site)
     before = snapshot(tmp_path)
     forged = "#\x1b[2K\x1b[32mPatched.\x1b[0m\r\n" + _HOLD
     helper = _holder(site / "executorch", script=forged)
     try:
-        result = cli(site, "apply", "--wait", "1", timeout=60)
+        result = cli(site, "revert", "--wait", "1", timeout=60)
     finally:
         helper.communicate("", timeout=60)
     assert result.returncode == 2, result.stderr
@@ -281,26 +191,31 @@ def test_status_answers_in_seconds_whoever_holds_the_lock(
 ) -> None:
     """Issue 34: status only reads. With the package folder locked by
     another program (a Python's flock, or flock(1) on the folder), f78d3a2
-    waited 30 s and gave up with exit 2 (ddcd504: forever). It answers
-    within 5 s, exit 0, naming the holder, and says what it could not be
-    sure of; apply still waits (test above)."""
+    waited 30 s and gave up with exit 2 (ddcd504: forever). It takes no
+    lock: it answers within 5 s, exit 0, each file as it is, and waits for
+    no one; revert still waits (test above)."""
     site = make_site(tmp_path / "site")
     root = site / "executorch"
+    first = next(iter(TARGETS))
+    patch_in_place(site, [first])
     if holder == "flock":
         if shutil.which("flock") is None:
             pytest.skip("no flock(1)")
         helper = subprocess.Popen(
-            ["flock", str(root), sys.executable, "-c",
-             "import sys; print('locked', flush=True); sys.stdin.read()"],
+            [
+                "flock",
+                str(root),
+                sys.executable,
+                "-c",
+                "import sys; print('locked', flush=True); sys.stdin.read()",
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )
         helper.stdout.readline()
-        shown = f"process {helper.pid} (flock /"
     else:
         helper = _holder(root)
-        shown = f"process {helper.pid} ({sys.executable} -c "
     before = snapshot(tmp_path)
     try:
         start = time.monotonic()
@@ -310,41 +225,51 @@ def test_status_answers_in_seconds_whoever_holds_the_lock(
         helper.communicate("", timeout=60)
     assert result.returncode == 0, result.stderr
     assert took < 5, took
-    assert "Stock. `apply` patches it." in result.stdout, result.stdout
-    last = result.stdout.splitlines()[-1]
-    assert last.startswith(f"Read without the lock on {root}, which {shown}"), last
-    assert "what is above may already be out of date" in last
-    (waiting,) = result.stderr.splitlines()
-    assert waiting.startswith(f"waiting for {shown}"), waiting
-    assert "then status reads without it" in waiting
+    assert result.stderr == "", result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"ExecuTorch 1.5.1 at {root}", lines
+    for rel in TARGETS:
+        state = "patched" if rel == first else "stock"
+        assert any(line.split()[:2] == [state, rel] for line in lines), (
+            rel,
+            result.stdout,
+        )
+    assert lines[-1].startswith(
+        "1 file(s) were patched in place by an earlier version of this tool"
+    ), lines
     assert snapshot(tmp_path) == before
 
 
 def test_a_shared_holder_lets_status_read(tmp_path: Path) -> None:
-    """A shared hold (a reader) blocks apply, not status; apply gives up
+    """A shared hold (a reader) blocks revert, not status; revert gives up
     after its default wait (ddcd504 waited until the test's timeout)."""
     site = make_site(tmp_path / "site")
+    patch_in_place(site)
+    before = snapshot(tmp_path)
     helper = _holder(site / "executorch", "sh")
     try:
         status = cli(site, "status", timeout=120)
-        applied = cli(site, "apply", timeout=120)
+        reverted = cli(site, "revert", timeout=120)
     finally:
         helper.communicate("", timeout=60)
     assert status.returncode == 0 and status.stderr == "", status.stderr
-    assert applied.returncode == 2 and "is locked by process" in applied.stderr
+    assert reverted.returncode == 2 and "is locked by process" in reverted.stderr
+    assert snapshot(tmp_path) == before
 
 
 @pytest.mark.parametrize("signame", ["TERM", "HUP", "INT"])
-def test_status_interrupted_while_it_waits_says_so_in_one_line(
+def test_revert_interrupted_while_it_waits_says_so_in_one_line(
     tmp_path: Path, signame: str
 ) -> None:
-    """Case 9: SIGTERM (or SIGHUP) to status as it waits: one line, as for
-    SIGINT, and 128+N."""
+    """Case 9: SIGTERM (or SIGHUP) to revert as it waits for the lock: one
+    line, as for SIGINT, and 128+N; nothing was changed."""
     site = make_site(tmp_path / "site")
+    patch_in_place(site)
+    before = snapshot(tmp_path)
     helper = _holder(site / "executorch")
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "executorch_device_guard", "status"],
+            [sys.executable, "-m", "executorch_device_guard", "revert"],
             env=_cli_env(site),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -357,5 +282,10 @@ def test_status_interrupted_while_it_waits_says_so_in_one_line(
         helper.communicate("", timeout=60)
     signum = getattr(signal, "SIG" + signame)
     assert proc.returncode == 128 + signum, (proc.returncode, err)
-    assert err == f"executorch-device-guard: error: interrupted (SIG{signame}).\n"
+    assert err == (
+        f"executorch-device-guard: error: interrupted (SIG{signame}): every "
+        "file is whole, stock or patched; `status` shows which, and `revert` "
+        "again finishes.\n"
+    ), err
     assert out == ""
+    assert snapshot(tmp_path) == before

@@ -27,6 +27,7 @@ their RECORD lines. Nothing of ExecuTorch's is written.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import enum
 import importlib.metadata
@@ -105,7 +106,8 @@ def turn_on(folder: Path) -> None:
         for name in (START, PTH):
             userfiles.replace(folder / name, TEXTS[name].encode())
     except BaseException as e:
-        turn_off(folder)
+        with contextlib.suppress(OSError):  # what can be removed is
+            turn_off(folder)
         if isinstance(e, OSError):
             raise GuardError(
                 f"cannot write {folder / PTH}: {e.strerror or e}. Nothing was changed."

@@ -1,0 +1,51 @@
+# Copyright (c) 2026 The executorch-device-guard authors.
+# All rights reserved.
+#
+# This source code is licensed under the BSD-style license found in the
+# LICENSE file in the root directory of this source tree.
+
+"""What the import hook serves, per target of the series, for the ExecuTorch
+installed here: the verdicts that ``status`` prints and ``apply`` checks.
+
+Each target is looked up as the hook looks it up (``finder.verdict``), in
+the installed package's folder; no module of ExecuTorch is imported.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+from executorch_device_guard import data_root, finder, userfiles
+from executorch_device_guard.installation import installed
+from executorch_device_guard.patchset import FileState, patched_files
+
+# Target (``exir/emit/_emitter.py``) -> its state and why.
+Found = Dict[str, Tuple[FileState, str]]
+
+
+def targets(root: Path) -> Found:
+    """Every target of the series, in the ExecuTorch package folder ``root``."""
+    shipped = installed.shipped(root)
+    found = {}
+    for rel, patches in patched_files(data_root(), install=True).items():
+        seen = finder.verdict(root, rel, patches)
+        if seen is None and shipped is not None and rel not in shipped:
+            seen = (FileState.NOT_SHIPPED, "")
+        elif seen is None:
+            # Python finds no module there: none, or a folder, a FIFO, ...
+            seen = (FileState.MISSING, userfiles.not_a_file(root / rel) or "")
+        found[rel] = seen
+    return found
+
+
+def in_place(found: Found) -> List[str]:
+    """The targets whose file holds the fix: an earlier version of this
+    tool patched them in place."""
+    return [rel for rel, (state, _) in found.items() if state is FileState.PATCHED]
+
+
+def without_fix(found: Found) -> List[str]:
+    """The targets that would load without the fix."""
+    lost = (FileState.UNKNOWN, FileState.MISSING)
+    return [rel for rel, (state, _) in found.items() if state in lost]
