@@ -4,7 +4,8 @@
 # This source code is licensed under the BSD-style license found in the
 # LICENSE file in the root directory of this source tree.
 
-"""The ExecuTorch installed in this interpreter's environment, and changes to it.
+"""The ExecuTorch installed in this interpreter's environment, and ``revert``
+of the files that earlier versions of this tool patched in place.
 
 The patch series is the only record: there is no state file. Each target
 file's state is read from its bytes: *stock* when the series applies to it
@@ -19,19 +20,18 @@ distribution's RECORD does not list is *not shipped* by this release (the MPS
 backend in 1.5.x): it is left alone, never written, even if a file is there.
 One that is there while the RECORD lists other files of its folder is
 unknown: that RECORD is wrong.
-``apply`` replaces each stock file by its patched text, ``revert`` each
-patched file by its stock text (the strict reverse of the same hunks), one
-file at a time, atomically, under a lock (``lock``), inside the package only
-(``confined``). Neither writes anything when a file is unknown or missing.
-Just before a file's rename its cached bytecode is removed: Python would keep
-running an unchecked-hash ``.pyc`` of the old text (``bytecode``). Such stale
-bytecode of the other targets is removed too, and ``status`` flags it.
+``apply`` writes none of ExecuTorch's files now (``startup_files``).
+``revert`` replaces each patched file by its stock text (the strict reverse of
+the same hunks), one file at a time, atomically, under a lock (``lock``),
+inside the package only (``confined``); it writes nothing when a file is
+unknown or missing. Just before a file's rename its cached bytecode is
+removed: Python would keep running an unchecked-hash ``.pyc`` of the old
+text (``bytecode``). Such stale bytecode of the other targets is removed too.
 
-An interrupted run leaves every file whole, stock or patched: ``status`` says
-which, and the next ``apply`` or ``revert`` completes, whichever was
-interrupted. Temporary files that a SIGKILL left, and the
-``.device_guard.json`` state file of earlier versions, are removed by the
-next ``apply`` or ``revert`` and never read.
+An interrupted ``revert`` leaves every file whole, stock or patched:
+``status`` says which, and the next ``revert`` completes it. Temporary files
+that a SIGKILL left, and the ``.device_guard.json`` state file of earlier
+versions, are removed by the next ``revert`` and never read.
 """
 
 from __future__ import annotations
@@ -88,7 +88,6 @@ from executorch_device_guard.patchset import (  # noqa: F401 (re-exported)
 __all__ = [
     "FileState",
     "GuardError",
-    "apply",
     "classify",
     "executorch_root",
     "executorch_version",
@@ -754,8 +753,6 @@ class Survey:
     legacy_state: bool
     bytecode: Dict[str, Bytecode]
     look_alikes: List[str] = dataclasses.field(default_factory=list)
-    # Who held the package folder's lock when it was read without it.
-    unlocked: Optional[str] = None
     # Why leftovers cannot be removed (a flagged folder), and the way out.
     pinned: List[Tuple[str, str]] = dataclasses.field(default_factory=list)
 
@@ -788,130 +785,6 @@ class Survey:
 
     def unsafe(self) -> List[str]:
         return [why for b in self.bytecode.values() for why in b.unsafe]
-
-    def file_lines(self) -> List[str]:
-        """One line per target: its state, and why when it is unknown or
-        Python would not run it as it is."""
-        lines = []
-        width = max((len(i.state.value) for i in self.files.values()), default=0)
-        for rel, inspection in self.files.items():
-            notes = [f"form: {inspection.form}"] if inspection.form else []
-            notes += [inspection.reason] if inspection.reason else []
-            found = self.bytecode.get(rel, Bytecode())
-            notes += list(found.unsafe)
-            notes += [
-                f"Python runs other code from its unchecked-hash bytecode {path}"
-                for path in found.stale
-            ]
-            notes += [
-                f"its unchecked-hash bytecode {path} is another Python's, which "
-                "this one cannot check"
-                for path in found.unchecked
-            ]
-            notes += [
-                f"Python runs other code from its bytecode {path}"
-                for path in found.prefixed_stale
-            ]
-            why = f" ({'; '.join(notes)})" if notes else ""
-            lines.append(f"  {inspection.state.value:{width}} {rel}{why}")
-        return lines
-
-    def summary(self) -> List[str]:
-        total, patched = self.shipped(), self.count(FileState.PATCHED)
-        unknown = patched + self.count(FileState.STOCK) < total
-        if self.count(FileState.SHADOWED):
-            lines = [
-                "Python would not run the file that the fix goes into, so apply "
-                "and revert refuse: remove what it imports instead (above)."
-            ]
-        elif unknown:
-            lines = [
-                "Some files are neither stock nor patched, so apply and revert "
-                f"refuse. To recover, reinstall ExecuTorch: {reinstall_command()}"
-            ]
-        else:
-            if patched == total:
-                state, then = "Patched.", "`revert` restores the stock files."
-            elif patched == 0:
-                state, then = "Stock.", "`apply` patches it."
-            else:
-                state, then = (
-                    f"Partly patched ({patched} of {total} files), as an "
-                    "interrupted run leaves it:",
-                    "`apply` finishes it, `revert` undoes it.",
-                )
-            if self.prefixed_stale():
-                state, then = (
-                    "Python does not run these files as they are:",
-                    "it runs bytecode under PYTHONPYCACHEPREFIX compiled from "
-                    f"other text ({self.prefixed_stale()[0]}), outside the "
-                    "package, where this tool writes nothing. Delete it.",
-                )
-            if self.unsafe():
-                # What the files' state allows, once the entry is gone.
-                state = (
-                    f"{state[:-1]}, but apply and revert refuse: "
-                    f"{self.unsafe()[0]}, where a module's cached bytecode "
-                    "belongs. Remove it, then"
-                )
-            lines = [f"{state} {then}"]
-        if self.leftovers and self.pinned:
-            why, way_out = self.pinned[0]
-            lines.append(
-                f"{len(self.leftovers)} temporary file(s) left by an interrupted "
-                f"run, which stay: {why}. To go on, {way_out}; the next `apply` "
-                "or `revert` then removes them."
-            )
-        elif self.leftovers:
-            lines.append(
-                f"{len(self.leftovers)} temporary file(s) left by an interrupted "
-                "run; the next `apply` or `revert` removes them."
-            )
-        if self.look_alikes:
-            lines.append(
-                f"{len(self.look_alikes)} file(s) named like temporary files of "
-                "an earlier version are left alone: apply and revert remove only "
-                "files named as they name theirs. Delete them if they are not "
-                f"yours (e.g. {self.root / self.look_alikes[0]})."
-            )
-        if self.legacy_state:
-            lines.append(
-                f"{LEGACY_STATE} (from an earlier version) is ignored; the next "
-                "`apply` or `revert` removes it."
-            )
-        if self.stale():
-            lines.append(
-                f"{len(self.stale())} file(s) of unchecked-hash bytecode do not "
-                "match their source, so Python runs their old code instead; the "
-                "next `apply` or `revert` removes them."
-            )
-        if self.unchecked():
-            lines.append(
-                f"{len(self.unchecked())} file(s) of unchecked-hash bytecode are "
-                "another Python's (3.10 or older), which this one cannot check "
-                "against their source; the next `apply` or `revert` removes them."
-            )
-        checked = [p for b in self.bytecode.values() for p in b.checked_other]
-        if checked:
-            lines.append(
-                f"{len(checked)} file(s) of checked-hash bytecode were compiled "
-                f"from other text (e.g. {self.root / checked[0]}): Python "
-                "compiles the file again, unless it runs with "
-                "`--check-hash-based-pycs never`, which runs the old code."
-            )
-        if self.unsafe() and unknown:
-            lines.append(
-                f"{self.unsafe()[0]}: where a module's cached bytecode belongs, "
-                "so apply and revert refuse. Remove it."
-            )
-        if self.unlocked:
-            lines.append(
-                f"Read without the lock on {self.root}, which {self.unlocked} "
-                "held longer than status waits: if that process is changing "
-                "these files, what is above may already be out of date. Run "
-                "status again once it has ended."
-            )
-        return lines
 
 
 def _survey(
@@ -971,11 +844,8 @@ def _locked(
     waiting: Callable[[Path, str], None],
     shared: bool = False,
     wait: float = lock.DEFAULT_WAIT,
-    read_anyway: bool = False,
-) -> Iterator[Tuple[Package, Optional[str]]]:
-    """The package folder at ``root``, opened and locked, and None; with
-    ``read_anyway``, once ``wait`` is over, opened and not locked, and who
-    holds the lock.
+) -> Iterator[Package]:
+    """The package folder at ``root``, opened and locked.
 
     The lock is taken on the folder opened, so a folder that was moved away
     while the run waited (as a pip reinstall does) would be read or patched
@@ -992,11 +862,10 @@ def _locked(
                 lambda who: waiting(root, who),
                 shared,
                 wait,
-                read_anyway,
-            ) as busy,
+            ),
         ):
             if not package.moved():
-                yield package, busy
+                yield package
                 return
     raise GuardError(
         f"{root} was replaced by another folder {_ATTEMPTS} times while this "
@@ -1010,18 +879,12 @@ def survey(
     targets: Dict[str, List[FilePatch]],
     waiting: Optional[Callable[[Path, str], None]] = None,
     wait: float = lock.DEFAULT_WAIT,
-    read_anyway: bool = False,
 ) -> Survey:
     """Reads the state of the installation, writing nothing; waits up to
-    ``wait`` seconds for a running ``apply`` or ``revert`` to finish first (a
-    shared lock), then raises GuardError, or, with ``read_anyway``, reads
-    without the lock (``Survey.unlocked`` names who held it)."""
-    with _locked(root, waiting or _say_waiting, True, wait, read_anyway) as (
-        package,
-        busy,
-    ):
-        found = _survey(package, targets, record(root))
-        return dataclasses.replace(found, unlocked=busy)
+    ``wait`` seconds for a running ``revert`` to finish first (a shared
+    lock), then raises GuardError."""
+    with _locked(root, waiting or _say_waiting, True, wait) as package:
+        return _survey(package, targets, record(root))
 
 
 def status(root: Path, targets: Dict[str, List[FilePatch]]) -> Dict[str, FileState]:
@@ -1030,7 +893,7 @@ def status(root: Path, targets: Dict[str, List[FilePatch]]) -> Dict[str, FileSta
 
 @dataclasses.dataclass(frozen=True)
 class Change:
-    """What ``apply`` or ``revert`` did: files replaced, leftovers removed,
+    """What ``revert`` did: files replaced, leftovers removed,
     stale bytecode removed, and the replaced files' bytecode removed."""
 
     written: List[str]
@@ -1060,35 +923,16 @@ def _say_waiting(root: Path, who: str) -> None:
     )
 
 
-def apply(
-    root: Path,
-    targets: Dict[str, List[FilePatch]],
-    waiting: Optional[Callable[[Path, str], None]] = None,
-    wait: float = lock.DEFAULT_WAIT,
-) -> Change:
-    """Patches every stock target; ``written`` is empty if all were patched."""
-    return _change(root, targets, FileState.STOCK, waiting or _say_waiting, wait)
-
-
 def revert(
     root: Path,
     targets: Dict[str, List[FilePatch]],
     waiting: Optional[Callable[[Path, str], None]] = None,
     wait: float = lock.DEFAULT_WAIT,
 ) -> Change:
-    """Restores every patched target; ``written`` is empty if all were stock."""
-    return _change(root, targets, FileState.PATCHED, waiting or _say_waiting, wait)
-
-
-def _change(
-    root: Path,
-    targets: Dict[str, List[FilePatch]],
-    source: FileState,
-    waiting: Callable[[Path, str], None],
-    wait: float,
-) -> Change:
+    """Writes back the stock text of every target that an earlier version
+    of this tool patched in place; ``written`` is empty if all were stock."""
     faults.check()
-    with _locked(root, waiting, wait=wait) as (package, _):
+    with _locked(root, waiting or _say_waiting, wait=wait) as package:
         found = _survey(package, targets, record(root))
         shadowed = found.shadowed()
         if shadowed:
@@ -1116,7 +960,7 @@ def _change(
                 "__pycache__ folder, never a link or anything else. Nothing "
                 "was changed. Remove it, then run the command again."
             )
-        todo = [rel for rel, i in found.files.items() if i.state is source]
+        todo = [rel for rel, i in found.files.items() if i.state is FileState.PATCHED]
         for rel in todo:
             why = package.foreign(rel)
             if why:
@@ -1179,19 +1023,17 @@ def _change(
                 package.replace(rel, inspection.other, inspection.data, cached[rel])
             except (OSError, Unsafe) as e:
                 done = len(written) + found.shipped() - len(todo)
-                verb = "patched" if source is FileState.STOCK else "stock"
                 if isinstance(e, Changed):
                     raise GuardError(
                         f"{root / rel} changed while this command ran (another "
                         f"program wrote it); what it wrote is kept. {done} of "
-                        f"{found.shipped()} files are now {verb}, each file "
+                        f"{found.shipped()} files are now stock, each file "
                         "whole: run the command again when that program is done."
                     ) from e
                 raise GuardError(
                     f"Cannot write {root / rel} ({getattr(e, 'strerror', None) or e}). "
-                    f"{done} of {found.shipped()} files are now {verb}, each "
-                    "file whole: fix the cause, then run `apply` to finish or "
-                    "`revert` to undo."
+                    f"{done} of {found.shipped()} files are now stock, each "
+                    "file whole: fix the cause, then run `revert` again to finish."
                 ) from e
             written.append(rel)
         return Change(written, removed, gone, sum((cached[r] for r in written), []))

@@ -21,9 +21,7 @@ Any process can take an ``flock`` on a folder it can open, even a reader
 seconds, ``DEFAULT_WAIT`` unless the command says otherwise), and the process
 that holds the lock is named, from ``/proc/locks`` on Linux: another
 executorch-device-guard, or process N and its command line, or, where it
-cannot be seen (another PID namespace), nobody by name. A command that only
-reads (``status``) waits ``STATUS_WAIT`` seconds, then reads without the
-lock (``read_anyway``) and says who held it.
+cannot be seen (another PID namespace), nobody by name.
 """
 
 from __future__ import annotations
@@ -46,9 +44,6 @@ _WINDOWS_OFFSET = 2**31 - 2
 
 # How long a command waits for the lock by default, in seconds.
 DEFAULT_WAIT = 30.0
-# How long ``status`` waits for it before it reads without it: long enough
-# for an apply or revert to finish, short enough to answer in seconds.
-STATUS_WAIT = 2.0
 # How often it tries again meanwhile.
 _POLL = 0.1
 
@@ -60,28 +55,25 @@ def hold(
     waiting: Callable[[str], None],
     shared: bool = False,
     wait: float = DEFAULT_WAIT,
-    read_anyway: bool = False,
-) -> Iterator[Optional[str]]:
+) -> Iterator[None]:
     """Holds the lock of the package folder ``root``; if another process
     holds it, calls ``waiting`` once with who that is (``holder``), then
-    tries again for ``wait`` seconds, and raises GuardError after; with
-    ``read_anyway``, it goes on without the lock instead. Yields None when
-    it holds the lock, else who held it when it stopped waiting.
+    tries again for ``wait`` seconds, and raises GuardError after.
 
-    ``apply`` and ``revert`` hold it exclusively; ``status`` holds it shared,
-    so that it never reports a change in progress as an interrupted one
-    (unless the lock is held longer than it waits).
+    ``revert`` holds it exclusively; ``run`` and ``check`` read the
+    installation holding it shared, so that they never read a change in
+    progress.
     ``folder_fd`` is an open descriptor of ``root`` (None where the OS cannot
     open folders).
     """
     if fcntl is None:  # msvcrt has no shared locks: status waits like apply
-        yield from _msvcrt(_anchor(root), root, waiting, wait, read_anyway)
+        yield from _msvcrt(_anchor(root), root, waiting, wait)
     elif folder_fd is not None:
-        yield from _flock(folder_fd, root, waiting, shared, wait, read_anyway)
+        yield from _flock(folder_fd, root, waiting, shared, wait)
     else:
         fd = os.open(root, os.O_RDONLY)
         try:
-            yield from _flock(fd, root, waiting, shared, wait, read_anyway)
+            yield from _flock(fd, root, waiting, shared, wait)
         finally:
             os.close(fd)
 
@@ -154,24 +146,20 @@ def _poll(
     root: Path,
     waiting: Callable[[str], None],
     wait: float,
-    read_anyway: bool,
-) -> Optional[str]:
-    """Tries ``try_lock`` until it does not raise ``taken``: None once it
-    holds the lock. After ``wait`` seconds, who holds it (``read_anyway``)
-    or the error that says so."""
+) -> None:
+    """Tries ``try_lock`` until it does not raise ``taken``; after ``wait``
+    seconds, the error that says who holds the lock."""
     deadline = None
     while True:
         try:
             try_lock()
-            return None
+            return
         except taken:
             if deadline is None:
                 deadline = time.monotonic() + wait
                 waiting(who())
             elif time.monotonic() >= deadline:
-                if not read_anyway:
-                    raise _busy(root, who(), wait) from None
-                return who()
+                raise _busy(root, who(), wait) from None
             time.sleep(_POLL)
 
 
@@ -181,29 +169,24 @@ def _flock(
     waiting: Callable[[str], None],
     shared: bool,
     wait: float,
-    read_anyway: bool,
-) -> Iterator[Optional[str]]:
+) -> Iterator[None]:
     mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
     try:
-        busy = _poll(
+        _poll(
             lambda: fcntl.flock(fd, mode | fcntl.LOCK_NB),
             BlockingIOError,
             lambda: holder(fd),
             root,
             waiting,
             wait,
-            read_anyway,
         )
     except OSError as e:
         raise GuardError(
             f"Cannot lock {root} ({e.strerror}), so another apply or "
             "revert could run at the same time. Use a local file system."
         ) from e
-    if busy is not None:
-        yield busy  # read without the lock
-        return
     try:
-        yield None
+        yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
@@ -213,27 +196,22 @@ def _msvcrt(
     root: Path,
     waiting: Callable[[str], None],
     wait: float,
-    read_anyway: bool,
-) -> Iterator[Optional[str]]:
+) -> Iterator[None]:
     import msvcrt  # type: ignore[import-not-found]
 
     fd = os.open(anchor, os.O_RDONLY)
     try:
         os.lseek(fd, _WINDOWS_OFFSET, os.SEEK_SET)
-        busy = _poll(
+        _poll(
             lambda: msvcrt.locking(fd, msvcrt.LK_NBLCK, 1),
             OSError,
             lambda: holder(None),
             root,
             waiting,
             wait,
-            read_anyway,
         )
-        if busy is not None:
-            yield busy  # read without the lock
-            return
         try:
-            yield None
+            yield
         finally:
             os.lseek(fd, _WINDOWS_OFFSET, os.SEEK_SET)
             msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
