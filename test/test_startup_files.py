@@ -249,3 +249,16 @@ def test_turning_off_gives_the_record_back_byte_for_byte(
     assert switch(site, on=True, installed=True).returncode == 0
     assert switch(site, on=False, installed=True).returncode == 0
     assert (record.read_bytes(), record.stat().st_mode) == (installed, mode)
+
+
+def test_what_a_kill_during_a_write_leaves_goes_with_the_next_switch(
+    tmp_path: Path,
+) -> None:
+    site = make_venv(tmp_path / "venv")
+    left = site / ".executorch_device_guard.pth.device-guard.0123456789abcdef.tmp"
+    left.write_text(startup_files.PTH_TEXT[:10])
+    assert switch(site, on=True).returncode == 0
+    assert not left.exists()
+    left.write_text("")
+    assert switch(site, on=False).returncode == 0
+    assert listing(site) == ["a_tool.pth"]

@@ -21,8 +21,9 @@ listed in the tool's RECORD before they are written, so ``pip uninstall
 executorch-device-guard`` removes them, even after a kill in between; so
 does ``pip install -U`` of the tool, which uninstalls the old version: after
 an upgrade, ``apply`` again. Each is written whole (``userfiles.replace``),
-never through a link planted in its place. ``revert`` removes both, then
-their RECORD lines. Nothing of ExecuTorch's is written.
+never through a link planted in its place; the temporary file that a kill
+during a write leaves is removed by the next ``apply`` or ``revert``.
+``revert`` removes both, then their RECORD lines. Nothing of ExecuTorch's is written.
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ def turn_on(folder: Path) -> None:
     whether it starts with the fix; GuardError, with everything removed
     again, where it does not."""
     try:
+        _remove_leftovers(folder)
         _add_to_record(folder)
         for name in (START, PTH):
             userfiles.replace(folder / name, TEXTS[name].encode())
@@ -126,6 +128,7 @@ def turn_on(folder: Path) -> None:
 
 def turn_off(folder: Path) -> List[Path]:
     """Removes both files, then their RECORD lines; the files removed."""
+    _remove_leftovers(folder)
     removed = []
     for path in files(folder):
         try:
@@ -135,6 +138,15 @@ def turn_off(folder: Path) -> List[Path]:
         removed.append(path)
     _remove_from_record(folder)
     return removed
+
+
+def _remove_leftovers(folder: Path) -> None:
+    """The temporary files of a write that a kill cut short
+    (``.executorch_device_guard.pth.device-guard.HEX.tmp``)."""
+    for name in TEXTS:
+        for path in folder.glob(f".{name}.device-guard.*.tmp"):
+            if not userfiles.not_a_file(path):
+                path.unlink()
 
 
 def started_with(folder: Path) -> str:
