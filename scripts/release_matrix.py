@@ -401,10 +401,9 @@ def release(
         row["probes"] = f"{sum(results)}/{len(results)}" if probes else "not run"
         if probes:
             # The probes and apply's round trips changed nothing there.
+            now = tree_state(site)
             moved = sorted(
-                k
-                for k in set(after) | set(tree_state(site))
-                if after.get(k) != tree_state(site).get(k)
+                k for k in set(after) | set(now) if after.get(k) != now.get(k)
             )
             say(f"after the probes: {len(moved)} files or folders changed")
             if moved:
