@@ -64,6 +64,33 @@ def hashes(root: Path):
     return snapshot(root)
 
 
+STARTUP_FILES = r"executorch_device_guard\.(pth|start)$"
+
+
+def changed(tmp_path: Path, site: Path, before, command: str) -> None:
+    """Since ``before``, under ``tmp_path``: ``apply`` added its two startup
+    files and nothing else; ``revert`` removed them, and every target is
+    stock."""
+    if command == "apply":
+        assert_only_targets_changed(
+            tmp_path, site, before, "stock", may_appear=STARTUP_FILES
+        )
+    else:
+        assert_only_targets_changed(
+            tmp_path,
+            site,
+            before,
+            "stock",
+            may_vanish=[
+                str((site / name).relative_to(tmp_path))
+                for name in (
+                    "executorch_device_guard.pth",
+                    "executorch_device_guard.start",
+                )
+            ],
+        )
+
+
 def in_a_mount_namespace(script: str, what: str) -> list:
     """A command prefix that runs the shell ``script``, which runs the command
     (``"$@"``), in user and mount namespaces of its own; skips without them."""
@@ -125,13 +152,7 @@ def test_status_apply_twice_revert(tmp_path: Path) -> None:
         f"({site / 'executorch_device_guard.pth'}); `revert` turns it off\n"
     )
     assert {folder: times(folder) for folder in (package, dist)} == kept
-    assert_only_targets_changed(
-        tmp_path,
-        site,
-        before,
-        "stock",
-        may_appear=r"executorch_device_guard\.(pth|start)$",
-    )
+    changed(tmp_path, site, before, "apply")
     status = tool(site, "status").stdout
     assert state(status, EMITTER) == "stock"
     assert f"On: every start of {python} serves the files above with the fix" in status
@@ -342,13 +363,7 @@ def test_an_executorch_folder_in_the_current_folder_gets_the_fix_too(
     applied = tool(site, "apply", cwd=work)
     assert applied.returncode == 0, applied.stderr
     assert f"served with the fix: {site / 'executorch' / EMITTER}" in applied.stdout
-    assert_only_targets_changed(
-        tmp_path,
-        site,
-        before,
-        "stock",
-        may_appear=r"executorch_device_guard\.(pth|start)$",
-    )
+    changed(tmp_path, site, before, "apply")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     served = subprocess.run(
         [str(venv_python(site)), "-c", SERVED],
@@ -610,9 +625,6 @@ def _closed_pipe(site: Path, command: str) -> subprocess.CompletedProcess:
         os.close(write)
 
 
-STARTUP_FILES = r"executorch_device_guard\.(pth|start)$"
-
-
 def changeable(tmp_path: Path, command: str) -> Path:
     """A venv where ``command`` changes something: for revert, apply is on
     and the emitter was patched in place by an earlier version."""
@@ -621,28 +633,6 @@ def changeable(tmp_path: Path, command: str) -> Path:
         assert tool(site, "apply").returncode == 0
         patch_in_place(site, [EMITTER])
     return site
-
-
-def changed(tmp_path: Path, site: Path, before, command: str) -> None:
-    """What ``command`` changed is all it changes."""
-    if command == "apply":
-        assert_only_targets_changed(
-            tmp_path, site, before, "stock", may_appear=STARTUP_FILES
-        )
-    else:
-        assert_only_targets_changed(
-            tmp_path,
-            site,
-            before,
-            "stock",
-            may_vanish=[
-                str((site / name).relative_to(tmp_path))
-                for name in (
-                    "executorch_device_guard.pth",
-                    "executorch_device_guard.start",
-                )
-            ],
-        )
 
 
 @pytest.mark.parametrize("command", ["apply", "revert"])
@@ -888,7 +878,9 @@ def test_after_apply_a_plain_python_export_gets_the_clear_error(tmp_path: Path) 
     from throwaway import copy_of_installed_executorch
 
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True
+    )
     (site,) = venv.glob("lib/python*/site-packages")
     copy_of_installed_executorch(site / "_")
     for entry in (site / "_").iterdir():
@@ -905,7 +897,11 @@ def test_after_apply_a_plain_python_export_gets_the_clear_error(tmp_path: Path) 
     def export() -> subprocess.CompletedProcess:
         return subprocess.run(
             [str(venv / "bin" / "python"), str(script)],
-            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
 
     # Bytecode of the stock emitter that Python runs without checking it
@@ -939,7 +935,9 @@ def torch_site() -> str:
     return str(Path(torch.__file__).parent.parent)
 
 
-def test_status_and_apply_inside_run_see_the_installed_executorch(tmp_path: Path) -> None:
+def test_status_and_apply_inside_run_see_the_installed_executorch(
+    tmp_path: Path,
+) -> None:
     """Under run, the bootstrap is first on PYTHONPATH: status and apply
     read the same installation, and refuse nothing for it."""
     site = venv_site(tmp_path / "venv")
