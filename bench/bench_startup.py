@@ -48,11 +48,13 @@ def environment(bootstrap: bool, cache: str) -> Dict[str, str]:
     return env
 
 
-def import_times(code: str, env: Dict[str, str]) -> List[Tuple[int, int, str]]:
+def import_times(
+    code: str, env: Dict[str, str], python: str = sys.executable
+) -> List[Tuple[int, int, str]]:
     """Each import under -X importtime: its own and cumulative microseconds,
     and its name, indented by its depth."""
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", code],
+        [python, "-X", "importtime", "-c", code],
         capture_output=True,
         text=True,
         env=env,
@@ -66,9 +68,9 @@ def import_times(code: str, env: Dict[str, str]) -> List[Tuple[int, int, str]]:
     return found
 
 
-def imports_ms(code: str, env: Dict[str, str]) -> float:
+def imports_ms(code: str, env: Dict[str, str], python: str = sys.executable) -> float:
     """The top-level imports' cumulative milliseconds."""
-    times = import_times(code, env)
+    times = import_times(code, env, python)
     return sum(total for _, total, name in times if not name.startswith(" ")) / 1000
 
 
@@ -104,24 +106,20 @@ def venv(folder: Path, applied: bool) -> str:
     return python
 
 
-def venv_imports_ms(python: str, env: Dict[str, str]) -> float:
-    proc = subprocess.run(
-        [python, "-X", "importtime", "-c", "pass"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-    )
-    return (
-        sum(
-            int(line.split("|")[1])
-            for line in proc.stderr.splitlines()
-            if line.startswith("import time:")
-            and "cumulative" not in line
-            and not line.split("|")[2][1:].startswith(" ")
-        )
-        / 1000
-    )
+def start_medians(
+    runs: Dict[str, Tuple[Dict[str, str], str]], rounds: int
+) -> List[Tuple[float, float]]:
+    """For each of ``runs`` (name -> environment, python), in interleaved
+    rounds: the medians of ``python -c pass``'s top-level imports and wall
+    time, in milliseconds."""
+    found: Dict[str, List[List[float]]] = {k: [[], []] for k in runs}
+    for _ in range(rounds):
+        for name, (env, python) in runs.items():
+            found[name][0].append(imports_ms("pass", env, python))
+            found[name][1].append(wall_ms("pass", env, python))
+    return [
+        (statistics.median(found[k][0]), statistics.median(found[k][1])) for k in runs
+    ]
 
 
 def main() -> int:
@@ -132,14 +130,8 @@ def main() -> int:
     print(f"Python {version}, {rounds} interleaved rounds, medians")
     with tempfile.TemporaryDirectory() as cache:
         envs = {"without": environment(False, cache), "with": environment(True, cache)}
-        found: Dict[str, List[List[float]]] = {k: [[], []] for k in envs}
-        for _ in range(rounds):
-            for name, env in envs.items():
-                found[name][0].append(imports_ms("pass", env))
-                found[name][1].append(wall_ms("pass", env))
-        (off, off_wall), (on, on_wall) = (
-            (statistics.median(found[k][0]), statistics.median(found[k][1]))
-            for k in envs
+        (off, off_wall), (on, on_wall) = start_medians(
+            {k: (env, sys.executable) for k, env in envs.items()}, rounds
         )
         print(
             f"python -c pass: -X importtime top-level imports {off:.2f} ms "
@@ -159,20 +151,11 @@ def main() -> int:
             f"{module}, its own import time: {off:.2f} ms from its stock .pyc "
             f"without the bootstrap, {on:.2f} ms changed with it (+{on - off:.2f} ms)"
         )
-        env = envs["without"]
-        pythons = {
-            applied: venv(Path(cache) / f"venv-{applied}", applied)
-            for applied in (False, True)
+        venvs = {
+            applied: (envs["without"], venv(Path(cache) / applied, applied == "with"))
+            for applied in ("without", "with")
         }
-        times: Dict[bool, List[List[float]]] = {k: [[], []] for k in pythons}
-        for _ in range(rounds):
-            for applied, python in pythons.items():
-                times[applied][0].append(venv_imports_ms(python, env))
-                times[applied][1].append(wall_ms("pass", env, python))
-        (off, off_wall), (on, on_wall) = (
-            (statistics.median(times[k][0]), statistics.median(times[k][1]))
-            for k in pythons
-        )
+        (off, off_wall), (on, on_wall) = start_medians(venvs, rounds)
         print(
             f"python -c pass in a venv: -X importtime top-level imports "
             f"{off:.2f} ms without apply's startup files, {on:.2f} ms with them "
