@@ -351,9 +351,10 @@ def _apply(args: argparse.Namespace) -> int:
     found = served.targets(root)
     legacy = served.in_place(found)
     if legacy:
+        more = f" and {len(legacy) - 1} more were" if len(legacy) > 1 else " was"
         raise GuardError(
-            f"{root / legacy[0]} and {len(legacy) - 1} more were patched in "
-            "place by an earlier version of this tool: run "
+            f"{root / legacy[0]}{more} patched in place by an earlier version "
+            "of this tool: run "
             "`executorch-device-guard revert` first, which writes their stock "
             "text back. Nothing was changed."
         )

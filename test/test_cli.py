@@ -209,7 +209,7 @@ def test_a_file_patched_in_place_is_named_and_reverted_before_apply(
     ) in status
     one_line_error(
         tool(site, "apply"),
-        f"{site / 'executorch' / EMITTER} and 0 more were patched in place",
+        f"{site / 'executorch' / EMITTER} was patched in place",
         "run `executorch-device-guard revert` first",
         "Nothing was changed",
     )
