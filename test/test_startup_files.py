@@ -262,3 +262,15 @@ def test_what_a_kill_during_a_write_leaves_goes_with_the_next_switch(
     left.write_text("")
     assert switch(site, on=False).returncode == 0
     assert listing(site) == ["a_tool.pth"]
+
+
+def test_a_refused_second_turn_on_leaves_the_files_it_found(tmp_path: Path) -> None:
+    """apply run again where the tool can no longer be imported: refused,
+    and the startup files that were there stay, as status then shows."""
+    site = make_venv(tmp_path / "venv")
+    assert switch(site, on=True).returncode == 0
+    (site / "a_tool.pth").unlink()
+    refused = switch(site, on=True)
+    assert refused.returncode == 1
+    assert "Nothing was changed." in refused.stderr
+    assert listing(site) == [startup_files.PTH, startup_files.START]

@@ -100,16 +100,18 @@ def files(folder: Path) -> List[Path]:
 
 def turn_on(folder: Path) -> None:
     """Writes both files (RECORD first), then asks the environment's Python
-    whether it starts with the fix; GuardError, with everything removed
-    again, where it does not."""
+    whether it starts with the fix; GuardError where it does not, with both
+    files removed again, unless they were there already (apply run twice)."""
+    was = state(folder)
     try:
         _remove_leftovers(folder)
         _add_to_record(folder)
         for name in (START, PTH):
             userfiles.replace(folder / name, TEXTS[name].encode())
     except BaseException as e:
-        with contextlib.suppress(OSError):  # what can be removed is
-            turn_off(folder)
+        if was is not State.ON:
+            with contextlib.suppress(OSError):  # what can be removed is
+                turn_off(folder)
         if isinstance(e, OSError):
             raise GuardError(
                 f"cannot write {folder / PTH}: {e.strerror or e}. Nothing was changed."
@@ -117,7 +119,8 @@ def turn_on(folder: Path) -> None:
         raise
     found = started_with(folder)
     if found != _ours():
-        turn_off(folder)
+        if was is not State.ON:
+            turn_off(folder)
         why = f"it loads {found}" if found else "it did not start the fix"
         raise GuardError(
             f"{sys.executable} does not start this tool from {folder / PTH} "
