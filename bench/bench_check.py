@@ -28,8 +28,8 @@ the machine slows all of them alike:
 Each check's progress lines (stderr) are timestamped as they come, which
 splits its time in three: ``start`` (until the first export ends: the warm
 parents' imports and pattern graphs, the model probe, that export),
-``matrix`` (until the last export ends) and ``end`` (the table, removing the
-overlays). ``work`` is the sum of the other exports' own times over the jobs
+``matrix`` (until the last export ends) and ``end`` (the table, removing
+check's folder). ``work`` is the sum of the other exports' own times over the jobs
 that ran them: what the matrix would take with no waiting. Prints each round, the medians, the ratios to the import
 (targets: at most 2.5 for the default check, 3 for the model) and the
 1-minute load average before and after every round. CPU time (of the

@@ -36,19 +36,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from executorch_device_guard import data_root  # noqa: E402
 from executorch_device_guard.installation.installed import (  # noqa: E402
-    classify,
     executorch_root,
-    FileState,
-    read_text,
 )
-from executorch_device_guard.patchset import patched_files  # noqa: E402
+from executorch_device_guard.patchset import (  # noqa: E402
+    classify,
+    FileState,
+    patched_files,
+)
 
 EMITTER = "exir/emit/_emitter.py"
 
 
 def load_emitter_copy(patched: bool):
     """The installed _emitter.py, stock or patched, loaded as a second module."""
-    text = read_text(executorch_root() / EMITTER)
+    with open(executorch_root() / EMITTER, encoding="utf-8", newline="") as f:
+        text = f.read()
     state, patched_text = classify(text, patched_files(data_root())[EMITTER])
     if state is not FileState.STOCK:
         sys.exit(f"the installed {EMITTER} is {state.value}; the benchmark needs stock")

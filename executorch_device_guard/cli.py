@@ -63,7 +63,7 @@ def _check(args: argparse.Namespace) -> int:
         return _usage_error(str(e))
 
     # SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM end the run like
-    # Ctrl-C: children killed, overlays removed (the temporary folders are
+    # Ctrl-C: children killed, check's folder removed (the temporary folders are
     # made after this).
     signals.raise_on_terminate(signals.OTHERS)
     found = _check_rows(args)
@@ -699,7 +699,7 @@ def _main(args: argparse.Namespace) -> int:
         try:
             return args.func(args)
         finally:
-            # Whatever a signal cut short, no overlay is left behind.
+            # Whatever a signal cut short, no folder of check's is left behind.
             tempdirs.remove_all()
     except GuardError as e:
         _error(str(e))

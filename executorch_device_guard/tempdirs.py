@@ -4,15 +4,12 @@
 # This source code is licensed under the BSD-style license found in the
 # LICENSE file in the root directory of this source tree.
 
-"""Temporary folders for the overlays, created and removed whatever signal comes.
+"""``check``'s temporary folder, created and removed whatever signal comes.
 
-``check`` puts its overlays in a temporary folder that goes on
-``PYTHONPATH``, so its path must not hold ``os.pathsep``: a ``TMPDIR`` such as
-``/tmp/a:b`` would split it in two and the child would import the stock
-ExecuTorch. Such a ``TMPDIR`` is refused (GuardError), and so is one whose
-path is not UTF-8 (``/tmp/caf\xe9``), from which torch cannot load
-ExecuTorch's files. A folder that cannot be written (a full disk) is named
-in one line (``writing``).
+``check`` keeps its children's case folders (their result files and the
+programs they write) and its warm parents' logs in a temporary folder of its
+own; nothing of ExecuTorch's is ever written there. A folder that cannot
+be written (a full disk) is named in one line (``writing``, ``probe``).
 
 A SIGINT, SIGTERM or SIGHUP that arrives while a folder is being created or
 removed waits until that is done (``holding``) and is then raised as
@@ -28,17 +25,13 @@ held while the tool uses it. A SIGKILL leaves such a folder behind;
 ``remove_abandoned`` removes, in the temporary folder, exactly those of its
 names (the prefix and ``mkdtemp``'s 8 characters) that are this user's real
 folders, older than a minute, holding nothing but what ``check`` puts there,
-whose lock no process holds and that no live process still uses: on Linux,
-a process whose environment names the folder (its path is on the
-``PYTHONPATH`` that ``check`` gave its children, which every process they
-start inherits, whether it closed its descriptors or left the session;
-``users``). And a folder is never made inside
-``outside`` (the installed package) or the site-packages folder that holds
-it, also seen through a bind mount (``protected``): a ``TMPDIR`` there is
-refused, before anything is written. The temporary folder is found as ``tempfile`` finds it
-(``TMPDIR``, ``TEMP``, ``TMP``, the system's, the current folder) but
-without its probe, which creates and removes a file in each candidate, and
-the folder is then made there explicitly.
+whose lock no process holds. And a folder is never made inside ``outside``
+(the installed package) or the site-packages folder that holds it, also
+seen through a bind mount (``protected``): a ``TMPDIR`` there is refused,
+before anything is written. The temporary folder is found as ``tempfile``
+finds it (``TMPDIR``, ``TEMP``, ``TMP``, the system's, the current folder)
+but without its probe, which creates and removes a file in each candidate,
+and the folder is then made there explicitly.
 """
 
 from __future__ import annotations
@@ -60,7 +53,7 @@ try:
 except ImportError:  # Windows: no locked folders, none removed
     fcntl = None  # type: ignore[assignment]
 
-from executorch_device_guard import protected, users as _users
+from executorch_device_guard import protected
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.signals import Interrupted
 
@@ -70,11 +63,15 @@ _SIGNALS = [
     if hasattr(signal, name)
 ]
 # The locked folders that ``check`` makes, by name prefix (then ``mkdtemp``'s
-# 8 characters), and what each may hold: its two overlays, its children's
-# case folders and its warm parents' folders. ``check`` removes what a
-# SIGKILL left of them (``remove_abandoned``).
+# 8 characters), and what each may hold: the series its patched side is
+# served (the project's tests), its children's case folders and its warm
+# parents' folders. ``check`` removes what a SIGKILL left of them
+# (``remove_abandoned``).
 CHECK = "device-guard-"
-_CONTENTS = re.compile(r"stock|patched|cases|warm-[a-z0-9_]{8}")
+_CONTENTS = re.compile(r"series|cases|warm-[a-z0-9_]{8}")
+# What ``probe`` writes: a temporary folder with less room than this is
+# refused up front (a CPU export's program alone takes more).
+_PROBE_BYTES = 64 << 10
 _live: Set[Path] = set()
 _locks: Dict[Path, int] = {}
 # A folder younger than this may not hold its lock yet.
@@ -162,24 +159,9 @@ def _choose(outside: Optional[Path]) -> str:
 
 
 def temp_root(outside: Optional[Path] = None) -> str:
-    """The temporary folder (the one ``tempfile`` would use), refused if
-    PYTHONPATH cannot hold its path or if it is inside ``outside``; nothing
-    is written to find it."""
+    """The temporary folder (the one ``tempfile`` would use), refused if it
+    is inside ``outside``; nothing is written to find it."""
     root = _choose(outside)
-    if os.pathsep in root:
-        raise GuardError(
-            f"the temporary folder {root} contains {os.pathsep!r}, which splits "
-            "a path on PYTHONPATH, so the overlay could not come first: set "
-            f"TMPDIR to a folder whose path has no {os.pathsep!r}."
-        )
-    try:
-        root.encode("utf-8")
-    except UnicodeEncodeError:
-        raise GuardError(
-            f"the temporary folder {root} is not a UTF-8 path, and torch cannot "
-            "load ExecuTorch's files from such a path: set TMPDIR to a folder "
-            "whose path is UTF-8. Nothing was run."
-        ) from None
     where = protected.inside(root, outside) if outside is not None else None
     if where is not None:
         raise _inside_error(root, where)
@@ -195,10 +177,24 @@ def writing(folder: Path) -> Iterator[None]:
         yield
     except OSError as e:
         raise GuardError(
-            f"Cannot write the overlay into the temporary folder {folder.parent} "
+            f"Cannot write into the temporary folder {folder.parent} "
             f"({e.strerror or e}): free space there, or set TMPDIR to another "
             "folder. Nothing was run."
         ) from e
+
+
+def probe(folder: Path) -> None:
+    """Writes and removes a small file in ``folder``: an ``OSError`` (a full
+    disk) comes now, inside ``writing``, not from the exports."""
+    path = folder / ".probe"
+    try:
+        with open(path, "wb") as f:
+            f.write(b"\0" * _PROBE_BYTES)
+            f.flush()
+            os.fsync(f.fileno())
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
 
 
 def make(prefix: str, outside: Optional[Path] = None, locked: bool = False) -> Path:
@@ -254,9 +250,8 @@ def remove_abandoned(outside: Optional[Path] = None) -> List[Path]:
     """Removes the locked folders of ``check`` that a SIGKILL left in the
     temporary folder (refused, as for ``make``, if it is inside
     ``outside``): this user's real folders, named as they name theirs,
-    settled, holding only what they put there, whose lock no process holds
-    and that no live process uses (``users.of``: one that a command started
-    with the folder on its ``PYTHONPATH``). Returns them."""
+    settled, holding only what they put there, whose lock no process holds.
+    Returns them."""
     if fcntl is None or not hasattr(os, "geteuid"):
         return []
     root = temp_root(outside)
@@ -292,8 +287,6 @@ def remove_abandoned(outside: Optional[Path] = None) -> List[Path]:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 continue  # in use
-            if _users.of(path):
-                continue  # a process of its command still runs
             with holding() as held:
                 shutil.rmtree(path, ignore_errors=True)
             removed.append(path)

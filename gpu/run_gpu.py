@@ -13,8 +13,8 @@ importable (see gpu/run.sh, which docs/gpu.md describes):
 
 The whole run took about 11 minutes on an H200; --only runs some steps.
 
-Every export runs in a child process against a stock or a patched overlay of
-the installed ExecuTorch. Writes OUT_DIR/gpu-summary.json and prints a summary.
+Every export runs in a child process on the installed ExecuTorch, stock (the
+import hook off) or patched (the hook on, serving the series). Writes OUT_DIR/gpu-summary.json and prints a summary.
 """
 
 import argparse
@@ -162,7 +162,6 @@ def main(out: Path, steps: List[str]) -> int:
     }
     print(json.dumps(summary, indent=1), flush=True)
     with Emitters(REPO, upstream=True) as emitters:
-        summary["overlays"] = {e: str(p) for e, p in emitters.paths.items()}
 
         # 1. The issue's reproducer, verbatim; then its model through the CPU
         # backends' partitioners, which read the weights themselves.

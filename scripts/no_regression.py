@@ -8,8 +8,9 @@
 
     .venv/bin/python scripts/no_regression.py [TEST ...]
 
-Runs each of the installed ExecuTorch's test modules twice, from an overlay
-(stock, then patched), and prints both pytest summaries. Exits 0 when they
+Runs each of the installed ExecuTorch's test modules twice, where they are
+installed: stock (the import hook off), then patched (the hook on), and
+prints both pytest summaries. Exits 0 when they
 match for every module. Default: the tests of every Python file the series
 patches that the release ships them for (the emitter, PropagateDevicePass, the
 bundled program, XNNPACK and Vulkan serialization), and of the LLM custom ops,
@@ -25,6 +26,9 @@ from typing import List
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from executorch_device_guard.check.runner import Emitters, EMITTERS  # noqa: E402
+from executorch_device_guard.installation.installed import (  # noqa: E402
+    executorch_root,
+)
 
 TESTS = [
     "exir/emit/test/test_emit.py",
@@ -66,7 +70,7 @@ def compare(tests: List[str], upstream: bool) -> List[str]:
         for test in tests:
             summaries = {}
             for emitter in EMITTERS:
-                path = emitters.paths[emitter] / "executorch" / test
+                path = executorch_root() / test
                 proc = emitters.run(
                     emitter,
                     ["-m", "pytest", "-q", "-p", "no:cacheprovider", str(path)],

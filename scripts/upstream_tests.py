@@ -11,9 +11,9 @@
 Runs with whatever torch and ExecuTorch PYTHON has (give another venv's
 python to try another torch): each module whose backend that ExecuTorch
 ships under plain ``python -m pytest -v``
-against a stock and a patched overlay of that ExecuTorch, and prints a
-markdown table of passed/failed counts per module. The installed ExecuTorch
-is never modified. With OUT.txt, pytest's output of both runs goes there.
+against that ExecuTorch, stock and with the import hook serving the series,
+and prints a markdown table of passed/failed counts per module. The
+installed ExecuTorch is never modified. With OUT.txt, pytest's output of both runs goes there.
 """
 
 import collections

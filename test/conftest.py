@@ -33,7 +33,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 @pytest.fixture(scope="session")
 def emitters() -> Iterator[Emitters]:
-    """Stock and patched overlays of the installed ExecuTorch (left untouched)."""
+    """The installed ExecuTorch (left untouched), stock and with the fix."""
     # The upstream series, whose tests run against it (test_failing_first).
     with Emitters(REPO, upstream=True) as e:
         yield e

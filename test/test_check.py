@@ -10,6 +10,7 @@ import concurrent.futures
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,7 +26,12 @@ from executorch_device_guard.check import matrix
 from executorch_device_guard.check.matrix import Row
 from executorch_device_guard.check.runner import Outcome
 from sites import make_site, snapshot
-from throwaway import copy_of_installed_executorch, leftovers, survivors
+from throwaway import (
+    copy_of_installed_executorch,
+    leftovers,
+    survivors,
+    venv_with_installed_executorch,
+)
 
 NAMED = {
     "outcome": "error",
@@ -206,7 +212,7 @@ def test_default_check_json() -> None:
     assert "[24/24]" in result.stderr  # progress
     report = json.loads(result.stdout)
     assert report["ok"] and report["executorch_version"] == "1.5.1"
-    # No temporary path (the overlays are deleted on exit).
+    # No temporary path (check's folder is removed on exit).
     assert "device-guard-" not in result.stdout
     rows = {(row["path"], row["device"]): row for row in report["rows"]}
     assert list(rows) == [
@@ -443,6 +449,115 @@ def test_the_import_hook_on_pythonpath_or_under_run_leaves_the_table_as_it_is():
     )
 
 
+def test_after_apply_the_stock_column_is_a_plain_checks(tmp_path: Path) -> None:
+    """apply turns the hook on at every start of the environment's Python,
+    check's own processes included: its stock side still runs ExecuTorch as
+    installed, and the table is the one check gave before apply."""
+    site = venv_with_installed_executorch(tmp_path / "venv", REPO)
+    python = str(site.parents[2] / "bin" / "python")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+
+    def tool(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [python, "-m", "executorch_device_guard", *args],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+
+    args = ["check", "--paths", "emitter", "--devices", "cpu", "fake:cuda:0"]
+    plain = tool(*args)
+    assert plain.returncode == 0, plain.stdout + plain.stderr[-3000:]
+    assert "SIGSEGV (exit 139)" in plain.stdout
+    assert tool("apply").returncode == 0
+    applied = tool(*args)
+    assert (applied.returncode, applied.stdout) == (0, plain.stdout), applied.stderr
+
+
+# What torch keeps in TMPDIR for itself (its compiled kernels' cache).
+TORCH_CACHES = re.compile(r"torchinductor_.*")
+
+
+def test_check_writes_no_executorch_file_in_tmpdir(tmp_path: Path) -> None:
+    """The default check and a model's, each with a TMPDIR of its own, empty:
+    both sides import the installed ExecuTorch, so no file of ExecuTorch's
+    is in TMPDIR while they run, and nothing of check's is left there after
+    (torch keeps caches of its own there)."""
+    runs = {}
+    for name, args in (
+        ("default", []),
+        ("model", ["--model", "test/models/decoder.py:make"]),
+    ):
+        tmpdir = tmp_path / name
+        tmpdir.mkdir()
+        env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(tmpdir))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "executorch_device_guard", "check", *args],
+            env=env,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        runs[name] = (proc, tmpdir)
+    seen: Dict[str, List[str]] = {name: [] for name in runs}
+    looks = dict.fromkeys(runs, 0)  # looks that found check's folder
+    deadline = time.monotonic() + 900
+    try:
+        while any(proc.poll() is None for proc, _ in runs.values()):
+            assert time.monotonic() < deadline
+            for name, (_, tmpdir) in runs.items():
+                files = [
+                    os.path.relpath(os.path.join(folder, f), tmpdir)
+                    for folder, _, names in os.walk(tmpdir)
+                    for f in names
+                ]
+                looks[name] += bool(leftovers(tmpdir))
+                seen[name] += [f for f in files if f.endswith((".py", ".pyc"))]
+            time.sleep(0.05)
+        outputs = {name: proc.communicate() for name, (proc, _) in runs.items()}
+    finally:
+        for proc, _ in runs.values():
+            if proc.poll() is None:
+                proc.kill()
+    for name, (proc, tmpdir) in runs.items():
+        out, err = outputs[name]
+        assert proc.returncode == 0, (name, out + err[-3000:])
+        assert looks[name] > 10, name
+        assert seen[name] == [], (name, sorted(set(seen[name]))[:5])
+        left = [f for f in os.listdir(tmpdir) if not TORCH_CACHES.fullmatch(f)]
+        assert left == [], (name, left)
+
+
+@pytest.mark.parametrize(
+    "side,served,error",
+    [
+        ("stock", None, None),
+        ("stock", {}, "the import hook was on in a stock process"),
+        ("patched", None, "the import hook was off in a patched process"),
+        ("patched", {"executorch.exir.emit._emitter": "changed"}, None),
+        ("patched", {"executorch.exir.emit._emitter": "patched"}, None),
+        (
+            "patched",
+            {"executorch.exir.emit._emitter": "unknown"},
+            "the import hook served executorch.exir.emit._emitter without the "
+            "fix (unknown)",
+        ),
+    ],
+)
+def test_a_side_is_what_its_children_say_the_hook_served(side, served, error):
+    from executorch_device_guard.check.runner import _served_wrong
+
+    found = _served_wrong(side, served)
+    if error is None:
+        assert found is None, found
+    else:
+        assert found is not None and found.startswith(error), found
+
+
 def run_checks(*argvs: List[str]) -> List[subprocess.CompletedProcess]:
     with concurrent.futures.ThreadPoolExecutor(len(argvs)) as pool:
         return list(pool.map(lambda argv: run_check(*argv), argvs))
@@ -675,7 +790,7 @@ def test_the_patch_is_judged_only_where_it_acts() -> None:
     after = Outcome(1, export_error("no attribute 'x'"), "")
     row = Row("emitter", "fake:cuda:0", {"stock": after, "patched": after})
     assert "did not reach" in " ".join(row.tool_errors)
-    # A child that imported another ExecuTorch than its overlay's.
+    # A child that imported another ExecuTorch than the installed one.
     wrong = Outcome(1, NAMED, "", tool_error="it imported ExecuTorch from /x")
     row = Row(
         "emitter", "fake:cuda:0", {"stock": Outcome(-11, None, ""), "patched": wrong}
@@ -859,7 +974,7 @@ def launcher(tmp_path: Path) -> Path:
 
 
 def test_an_executorch_folder_here_changes_no_result(tmp_path: Path) -> None:
-    """Warm and fresh children import the overlay's ExecuTorch, whatever the
+    """Warm and fresh children import the installed ExecuTorch, whatever the
     current folder holds, and give the same results."""
     here, tool = shadowed_folder(tmp_path), launcher(tmp_path)
     env = dict(os.environ, PYTHONPATH=str(REPO))
@@ -1015,33 +1130,34 @@ def test_log_dir_problems_are_refused_before_any_export(tmp_path: Path) -> None:
     assert precious.read_text() == "keep me"
 
 
-def test_a_tmpdir_with_the_path_separator_is_refused(tmp_path: Path) -> None:
-    tmpdir = tmp_path / "a:b"
-    tmpdir.mkdir()
-    result = run_check(
-        "--paths", "emitter", "--devices", "fake:cuda:0", env={"TMPDIR": str(tmpdir)}
-    )
-    assert_refused(result, f"the temporary folder {tmpdir} contains ':'", "TMPDIR", "")
-    assert leftovers(tmpdir) == []
-
-
+# Acts in check's children alone (the command itself would refuse up front).
 SHADOWING_SITECUSTOMIZE = """
-import sys
-sys.path.insert(0, {site!r})
+import os, sys
+if os.environ.get("EXECUTORCH_DEVICE_GUARD_CHECK"):
+    sys.path.insert(0, {site!r})
 """
 
 
 def test_a_child_that_imports_another_executorch_is_a_tool_error(
     tmp_path: Path,
 ) -> None:
-    """A sitecustomize puts the installed ExecuTorch before the overlay: the
-    children say which they imported, and the tool refuses to judge."""
+    """A sitecustomize puts a copy of ExecuTorch's exir package first on the
+    path of check's children (executorch is a namespace package, so it
+    merges in ahead of the installed one): the children say which emitter
+    they imported, and the tool refuses to judge."""
     from executorch_device_guard.installation.installed import executorch_root
 
+    site = tmp_path / "another"
+    shutil.copytree(
+        executorch_root() / "exir",
+        site / "executorch" / "exir",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     custom = tmp_path / "custom"
     custom.mkdir()
-    site = str(executorch_root().parent)
-    (custom / "sitecustomize.py").write_text(SHADOWING_SITECUSTOMIZE.format(site=site))
+    (custom / "sitecustomize.py").write_text(
+        SHADOWING_SITECUSTOMIZE.format(site=str(site))
+    )
     result = run_check(
         "--paths",
         "emitter",
@@ -1052,7 +1168,10 @@ def test_a_child_that_imports_another_executorch_is_a_tool_error(
     assert result.returncode == 3, result.stdout + result.stderr[-3000:]
     assert "FAIL" not in result.stdout
     assert "TOOL ERROR" in result.stdout
-    assert "not from the patched overlay" in result.stdout
+    emitter = site / "executorch" / "exir" / "emit" / "_emitter.py"
+    assert f"it imported ExecuTorch's emitter from {emitter}, not the installed" in (
+        result.stdout
+    )
 
 
 HOSTILE_TARGETS = ["not-utf8", "fifo"]
@@ -1073,7 +1192,8 @@ def test_a_hostile_target_file_is_refused_without_blocking(
     tmpdir.mkdir()
     env = {"PYTHONPATH": os.pathsep.join([str(site), str(REPO)]), "TMPDIR": str(tmpdir)}
     result = run_check("--paths", "emitter", env=env, timeout=120)
-    assert_refused(result, "", "_emitter.py is unknown", "")
+    shown = {"fifo": "is missing (is not a regular file)", "not-utf8": "is unknown"}
+    assert_refused(result, "", f"_emitter.py {shown[kind]}", "")
     assert leftovers(tmpdir) == []
 
 
@@ -1206,8 +1326,8 @@ def test_ctrl_c_while_the_cli_imports_is_one_line(tmp_path: Path) -> None:
 
 
 def test_check_writes_no_bytecode_into_the_installation(tmp_path: Path) -> None:
-    """With bytecode writing on, the children import ExecuTorch through the
-    overlay's links and must not cache it into the installed package."""
+    """With bytecode writing on, the children import the installed
+    ExecuTorch and must not cache its bytecode into the package."""
     site = copy_of_installed_executorch(tmp_path / "site")
     before = snapshot(site)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
@@ -1249,11 +1369,11 @@ class Started:
             )
 
     def wait_for(self, what: str, timeout: float = 120) -> None:
-        """Until the warm parents' folders exist, the overlays' do, or stderr
-        says ``what``."""
+        """Until the warm parents' folders exist, check's folder does, or
+        stderr says ``what``."""
         deadline = time.monotonic() + timeout
         while True:
-            if what == "overlays":
+            if what == "folder":
                 if list(self.tmpdir.glob("device-guard-*")):
                     return
             elif what == "warm parents":
@@ -1285,14 +1405,14 @@ class Started:
         return self.log.read_text()
 
 
-@pytest.mark.parametrize("when", ["overlays", "warm parents", "exports"])
+@pytest.mark.parametrize("when", ["folder", "warm parents", "exports"])
 def test_sigterm_leaves_nothing(tmp_path: Path, when: str) -> None:
     slow = write_model(tmp_path, HANGING_EXPORT, "slow_export.py")
     check = Started(
         tmp_path, "--model", f"{slow}:model", "--paths", "emitter", "--devices", "cpu"
     )
     check.wait_for("running 2 exports" if when == "exports" else when)
-    if when != "overlays":
+    if when != "folder":
         time.sleep(1)
     took = check.signal_and_wait(signal.SIGTERM)
     assert check.proc.returncode == 128 + signal.SIGTERM, check.stderr
@@ -1504,17 +1624,21 @@ def test_json_verbose_holds_no_temporary_path(tmp_path: Path) -> None:
 
 
 def test_the_user_pythonpath_comes_before_the_tools_own_location(emitters, monkeypatch):
+    """The patched side's bootstrap first, then the user's path, then the
+    tool's own folder, unless the tool is in site-packages (a wheel), which
+    must not move ahead of the standard library and the user's path."""
     from executorch_device_guard.check import runner
 
+    bootstrap = str(REPO / "executorch_device_guard" / "bootstrap")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["/user/a", "/user/b"]))
     parts = emitters.env("patched")["PYTHONPATH"].split(os.pathsep)
-    assert parts[:3] == [str(emitters.paths["patched"]), "/user/a", "/user/b"]
-    # Installed from a wheel, the tool is in site-packages, which must not
-    # move ahead of the standard library and the user's path.
+    assert parts[:3] == [bootstrap, "/user/a", "/user/b"]
+    parts = emitters.env("stock")["PYTHONPATH"].split(os.pathsep)
+    assert parts[:2] == ["/user/a", "/user/b"] and bootstrap not in parts
     site_packages = str(Path(runner.__file__).resolve().parents[2])
     monkeypatch.setattr(runner, "_site_dirs", lambda: {site_packages})
     parts = emitters.env("patched")["PYTHONPATH"].split(os.pathsep)
-    assert parts == [str(emitters.paths["patched"]), "/user/a", "/user/b"]
+    assert parts == [bootstrap, "/user/a", "/user/b"]
 
 
 @pytest.mark.parametrize(

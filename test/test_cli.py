@@ -875,20 +875,10 @@ def test_after_apply_a_plain_python_export_gets_the_clear_error(tmp_path: Path) 
     import importlib.util
     import py_compile
 
-    from throwaway import copy_of_installed_executorch
+    from throwaway import venv_with_installed_executorch
 
     venv = tmp_path / "venv"
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True
-    )
-    (site,) = venv.glob("lib/python*/site-packages")
-    copy_of_installed_executorch(site / "_")
-    for entry in (site / "_").iterdir():
-        entry.rename(site / entry.name)
-    (site / "_").rmdir()
-    (site / "a_tool.pth").write_text(f"{REPO}\n")
-    deps = Path(torch_site())
-    (site / "b_deps.pth").write_text(f"{deps}\n")
+    site = venv_with_installed_executorch(venv, REPO)
     script = tmp_path / "export_meta.py"
     script.write_text(EXPORT_META)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -927,12 +917,6 @@ def test_after_apply_a_plain_python_export_gets_the_clear_error(tmp_path: Path) 
     again = export()
     assert again.returncode == 1 and "NULL pointer access" in again.stderr
     assert {f: times(site / f) for f in kept} == kept
-
-
-def torch_site() -> str:
-    import torch
-
-    return str(Path(torch.__file__).parent.parent)
 
 
 def test_status_and_apply_inside_run_see_the_installed_executorch(

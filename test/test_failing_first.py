@@ -6,9 +6,10 @@
 
 """Every guard fails first: on stock ExecuTorch, tests fail and reads crash.
 
-Everything runs in child processes against overlays of the installed
-ExecuTorch (see executorch_device_guard.installation.overlay): stock as installed, and
-patched. The installation itself is never touched.
+Everything runs in child processes on the installed ExecuTorch: stock with
+the import hook off, and patched with it on, serving the series (or one
+commit's) as its pull requests land (``Emitters(upstream=True)``). The
+installation itself is never touched, and no copy of it is made.
 
 - Each commit of the series alone, as its pull request lands: a series of
   that commit only (its patch and the files it adds), its test modules (the
@@ -71,6 +72,8 @@ def pytest_collection_modifyitems(items):
             item.module.on_cuda_storage = lambda tensor: tensor
 """
 
+EMITTER_FILE = "exir/emit/_emitter.py"
+EMITTER_MODULE = "executorch.exir.emit._emitter"
 EMIT = "exir/emit/test/test_emit.py::TestEmit::"
 BUNDLE = "devtools/bundled_program/test/test_bundle_data.py::TestBundle::"
 XNNPACK = (
@@ -207,7 +210,7 @@ def build_run(emitters: Emitters, tmp_path_factory) -> subprocess.CompletedProce
 
 @pytest.fixture(scope="module")
 def probes(emitters: Emitters) -> Dict[Tuple[str, str], subprocess.CompletedProcess]:
-    """Each crash probe on each overlay, forked from the overlay's warm parent."""
+    """Each crash probe on each side, forked from the side's warm parent."""
     return _run_all(
         emitters.fork,
         {
@@ -360,7 +363,15 @@ def test_cpu_programs_are_byte_identical(
     }
     for emitter, outcome in results.items():
         assert outcome.describe() == "ok", (emitter, outcome.stderr)
-        assert outcome.result["emitter"].startswith(str(emitters.paths[emitter]))
+        assert outcome.result["emitter"] == str(executorch_root() / EMITTER_FILE)
+        # What the import hook served: nothing on stock; patched, every
+        # target module it met changed, the emitter among them.
+        served = outcome.result["served"]
+        if emitter == "stock":
+            assert served is None
+        else:
+            assert served[EMITTER_MODULE] == "changed"
+            assert set(served.values()) == {"changed"}, served
     stock, patched = (results[e].result["files"] for e in ("stock", "patched"))
     assert stock == patched
     assert ("_default_external_constant" in stock) == external_constants

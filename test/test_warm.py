@@ -7,8 +7,8 @@
 """The warm runner: a child forked per run behaves as a fresh ``python`` would.
 
 The generic tests use a parent that preloads nothing heavy, so they take
-seconds; the export tests use the overlays' warm parents (torch and
-ExecuTorch imported once).
+seconds; the export tests use check's warm parents, stock and patched (torch
+and ExecuTorch imported once).
 """
 
 import concurrent.futures
@@ -180,7 +180,7 @@ def test_the_parent_sees_no_gpu_and_each_child_the_callers(
 
 
 def test_no_thread_in_the_warm_parents(emitters: Emitters) -> None:
-    """Each overlay's parent has imported torch and ExecuTorch and is single-threaded."""
+    """Each side's parent has imported torch and ExecuTorch and is single-threaded."""
     for emitter in EMITTERS:
         code = (
             "import os, sys, threading; "

@@ -9,13 +9,17 @@
 ``copy_of_installed_executorch`` makes a whole, importable copy of the
 installed ExecuTorch (without its bytecode caches) with its dist-info, so a
 test can put it first on PYTHONPATH and see by hashing whether anything wrote
-into it. The environment's own ExecuTorch is only read.
+into it; ``venv_with_installed_executorch`` puts such a copy in a venv's
+site-packages, where ``apply`` writes its startup files. The environment's
+own ExecuTorch is only read.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import List
@@ -32,6 +36,26 @@ def copy_of_installed_executorch(site: Path) -> Path:
     )
     for dist in root.parent.glob("executorch-*.dist-info"):
         shutil.copytree(dist, site / dist.name)
+    return site
+
+
+def venv_with_installed_executorch(venv: Path, tool: Path) -> Path:
+    """A venv (``python -m venv --without-pip``) whose site-packages holds a
+    copy of the installed ExecuTorch, the tool in the folder ``tool`` (a
+    path ``.pth``, as an editable install has it) and, through another,
+    this environment's torch. Its site-packages folder."""
+    import torch
+
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True
+    )
+    (site,) = venv.glob("lib/python*/site-packages")
+    copy_of_installed_executorch(site / "_")
+    for entry in (site / "_").iterdir():
+        entry.rename(site / entry.name)
+    (site / "_").rmdir()
+    (site / "a_tool.pth").write_text(f"{tool}\n")
+    (site / "b_deps.pth").write_text(f"{Path(torch.__file__).parent.parent}\n")
     return site
 
 

@@ -12,8 +12,9 @@
 puts the model's tensors on the device, runs one export path, and reports to
 the file RESULT, a channel the model's own output cannot reach (its stdout
 and stderr are the user's): one JSON object per line, first
-``{"emitter": PATH}``, the ExecuTorch emitter this process imported (the
-parent checks that it is its overlay's), then ``{"stage": "export"}``, then
+``{"emitter": PATH, "served": {...}}``, the ExecuTorch emitter this process
+imported and what the import hook served it, by module (None where the hook
+is off; the parent checks both against the side's), then ``{"stage": "export"}``, then
 ``{"stage": "device"}`` once the tool has put the tensors on the device, then
 ``{"result": {...}}``. A crash writes no result: the parent reads the signal,
 and the last stage says where it happened.
@@ -163,7 +164,7 @@ def _raised_here(error: BaseException) -> bool:
 
 def _raising_frame(error: BaseException) -> str:
     """``module.function`` that raised ``error``: the same in stock's and
-    patched's processes, whose files lie in different overlays."""
+    patched's processes, whose changed files have other names."""
     tb = error.__traceback__
     if tb is None:
         return ""
@@ -546,6 +547,18 @@ def _report(path: Path, record: Dict) -> None:
         f.write(json.dumps(record) + "\n")
 
 
+def _served() -> Optional[Dict[str, str]]:
+    """What the import hook did with each target module this process
+    imported (``"changed"``, or the state it left it in); None where the
+    hook is off."""
+    from executorch_device_guard.finder import MARKER
+
+    for hook in sys.meta_path:
+        if getattr(hook, MARKER, False):
+            return {name: state for name, (state, _) in hook.served.items()}
+    return None
+
+
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", required=True)
@@ -558,7 +571,7 @@ def main(argv: List[str]) -> int:
     args = parser.parse_args(argv)
     import executorch.exir.emit._emitter as emitter
 
-    _report(args.result, {"emitter": emitter.__file__})
+    _report(args.result, {"emitter": emitter.__file__, "served": _served()})
     _result_file[:] = [args.result]
     _report(args.result, {"stage": _stage[0]})
     if args.threads:

@@ -10,7 +10,8 @@ How a row is judged (``Row``), and the exit code (``judge``):
 
 - a **tool error**: the row says nothing about the patch because of the tool
   (its own code failed, at any stage; a child without a result, a timeout, a
-  child that imported another ExecuTorch than its overlay's, a fake device
+  child that imported another ExecuTorch than the installed one, or ran it
+  otherwise than its side should (the import hook on or off), a fake device
   that did not reach the read);
 - **not checked**: nothing went wrong, but nothing reached the guarded read
   either: stock and patched both succeed on a device (no constant data got
@@ -447,8 +448,11 @@ class Row:
 
     def as_json(self, stderr: bool = False) -> Dict:
         def outcome(o: Outcome) -> Dict:
-            # The child's emitter path is in a temporary overlay, gone on exit.
-            result = o.result and {k: v for k, v in o.result.items() if k != "emitter"}
+            # Where the child's emitter came from and what the import hook
+            # served it: checked by the runner, not part of the result.
+            result = o.result and {
+                k: v for k, v in o.result.items() if k not in ("emitter", "served")
+            }
             entry = {
                 "returncode": o.returncode,
                 "summary": o.describe(),

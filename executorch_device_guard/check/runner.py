@@ -6,8 +6,12 @@
 
 """Runs exports in child processes against the stock or the patched emitter.
 
-Each overlay gets a warm parent (executorch_device_guard.check.warm) that has
-imported torch and ExecuTorch once; each export is a child forked from it,
+Both sides import the installed ExecuTorch: the stock side with the import
+hook off, the patched side with it on (its bootstrap first on
+``PYTHONPATH``, as under ``run``), in every process of each side. No
+ExecuTorch file or tree is written anywhere. Each side gets a warm parent
+(executorch_device_guard.check.warm) that has imported torch and ExecuTorch
+once; each export is a child forked from it,
 a real CUDA one too (the parent never starts CUDA; its child does).
 Platforms without fork, a parent that cannot fork safely (it has threads),
 and ``Emitters(warm=False)`` use a fresh interpreter per export instead.
@@ -16,16 +20,18 @@ Either way a crash kills one child only, and the result is the same
 
 Each export reports through a result file in its own case folder (see
 child.py), never through its stdout, and says which ExecuTorch emitter it
-imported: a child that did not import its overlay's gives no verdict (a tool
-error), whatever it printed. Children and warm parents run in sessions of
-their own, so a terminal's Ctrl-C reaches this process alone, which ends
-them all (``abort``) before it removes the overlays. Every Python process
-started here writes no bytecode (overlay.NO_BYTECODE).
+imported and what the import hook served: a child that imported another
+emitter than the installed one, a patched child that ran a target without
+the fix, or a stock child with the hook on gives no verdict (a tool error),
+whatever it printed. Children and warm parents run in sessions of their
+own, so a terminal's Ctrl-C reaches this process alone, which ends them all
+(``abort``) before it removes its folder. Every Python process started here
+writes no bytecode (``run.NO_BYTECODE``).
 
-The overlays' temporary folder (``device-guard-XXXXXXXX``) is locked while
-this process uses it. One that a SIGKILL left is removed by the next
-``Emitters`` or ``run`` once no process holds its lock or has it in its
-environment (a warm parent still winding down; ``tempdirs.remove_abandoned``).
+The case folders lie in a temporary folder of check's own
+(``device-guard-XXXXXXXX``), locked while this process uses it. One that a
+SIGKILL left is removed by the next ``Emitters`` once no process holds its
+lock (``tempdirs.remove_abandoned``).
 """
 
 from __future__ import annotations
@@ -44,21 +50,27 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from executorch_device_guard import data_root, finder, tempdirs, users
+from executorch_device_guard import data_root, finder, tempdirs
 from executorch_device_guard.check import failures, preloaded, warm
 from executorch_device_guard.check.child import OUTCOMES
+from executorch_device_guard.check.series_files import write_series
 from executorch_device_guard.errors import GuardError
+from executorch_device_guard.installation import served
 from executorch_device_guard.installation.installed import executorch_root
 from executorch_device_guard.installation.lock import describe
-from executorch_device_guard.installation.overlay import (
-    build_overlay,
-    inspect_targets,
-    NO_BYTECODE,
-)
-from executorch_device_guard.patchset import patched_files
-from executorch_device_guard.check.series_files import test_support
+from executorch_device_guard.installation.run import BOOTSTRAP, NO_BYTECODE
+from executorch_device_guard.patchset import read_series
 
 EMITTERS = ("stock", "patched")
+
+# The emitter, which every export imports, in the package folder.
+EMITTER = "exir/emit/_emitter.py"
+# What the import hook may serve a patched child: a module changed, or one
+# that holds the fix already or whose change is not for this release.
+SERVED_FIXED = ("changed", "patched", "not for this release")
+# In the environment of every process check starts (and of every process
+# those start): check's folder, by which ``close`` finds what outlives it.
+MARKER = "EXECUTORCH_DEVICE_GUARD_CHECK"
 
 WARM_UP = "executorch_device_guard.check.warmup:main"
 # What an export child needs, imported once by each warm parent, then the
@@ -198,11 +210,13 @@ _STAGES = ("export", "device")
 
 @dataclasses.dataclass
 class ResultFile:
-    """What a child's result file says: the emitter it imported, its result,
-    why the file is unusable (None if it is fine or simply ends early), and
-    the last stage and step it reached."""
+    """What a child's result file says: the emitter it imported, what the
+    import hook served it (None: the hook was off), its result, why the file
+    is unusable (None if it is fine or simply ends early), and the last
+    stage and step it reached."""
 
     emitter: Optional[str] = None
+    served: Optional[Dict[str, str]] = None
     result: Optional[Dict] = None
     problem: Optional[str] = None
     stage: Optional[str] = None
@@ -214,6 +228,12 @@ def _valid_constants(value: object) -> bool:
     return isinstance(value, list) and all(
         isinstance(entry, dict) and isinstance(entry.get("name"), str)
         for entry in value
+    )
+
+
+def _valid_served(value: object) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     )
 
 
@@ -234,6 +254,8 @@ def read_result(path: Path) -> ResultFile:
             record = None
         if isinstance(record, dict) and isinstance(record.get("emitter"), str):
             found.emitter = record["emitter"]
+            if _valid_served(record.get("served")):
+                found.served = record["served"]
         elif isinstance(record, dict) and record.get("stage") in _STAGES:
             found.stage = record["stage"]
         elif isinstance(record, dict) and isinstance(record.get("step"), str):
@@ -256,12 +278,12 @@ def _site_dirs() -> Set[str]:
     return {os.path.realpath(d) for d in dirs}
 
 
-def pythonpath(overlay: Path, user: Optional[str]) -> str:
-    """The overlay first, then the user's PYTHONPATH, then where this package
-    is imported from, unless that is a site-packages folder (a wheel
-    install), which is on the path anyway and must not come before the
-    standard library or the user's path."""
-    parts = [str(overlay)]
+def pythonpath(first: Optional[Path], user: Optional[str]) -> str:
+    """``first`` (the patched side's bootstrap), then the user's PYTHONPATH,
+    then where this package is imported from, unless that is a site-packages
+    folder (a wheel install), which is on the path anyway and must not come
+    before the standard library or the user's path."""
+    parts = [str(first)] if first is not None else []
     if user:
         parts.append(user)
     package_parent = os.path.realpath(Path(__file__).resolve().parents[2])
@@ -281,12 +303,33 @@ def _inside(path: str, folder: Path) -> bool:
     return os.path.commonpath([real, top]) == top
 
 
-class Emitters:
-    """Stock and patched overlays of the installed ExecuTorch, for child processes.
+def refuse_unserved(installed: Path) -> None:
+    """GuardError unless the import hook would serve every target of the
+    installed ExecuTorch the fix, and its stock text is what is installed
+    (a file patched in place by an earlier version holds the fix, which the
+    stock side would run)."""
+    found = served.targets(installed)
+    legacy = served.in_place(found)
+    if legacy:
+        more = f" and {len(legacy) - 1} more were" if len(legacy) > 1 else " was"
+        raise GuardError(
+            f"{installed / legacy[0]}{more} patched in place by an earlier version "
+            "of this tool, so check has no stock ExecuTorch to compare with: run "
+            "`executorch-device-guard revert` first, which writes their stock "
+            "text back. Nothing was run."
+        )
+    served.refuse_without_fix(installed, found)
 
-    ``run`` starts a fresh interpreter; ``fork`` and ``call`` use the overlay's
+
+class Emitters:
+    """The installed ExecuTorch, stock and with the fix, for child processes.
+
+    ``run`` starts a fresh interpreter; ``fork`` and ``call`` use the side's
     warm parent (started on first use, or all at once by ``start``) and fall
-    back to a fresh interpreter where fork is not available.
+    back to a fresh interpreter where fork is not available. With
+    ``upstream``, the patched side is served ``root``'s series as its pull
+    requests land (every commit, no backport) in place of what ``apply``
+    installs.
     """
 
     def __init__(
@@ -299,11 +342,8 @@ class Emitters:
         flows: Sequence[str] = (),
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
-        installed = executorch_root()
-        # What apply installs; with ``upstream``, the upstream series instead.
-        targets = patched_files(root or data_root(), install=not upstream)
-        found = inspect_targets(installed, targets)
-        support = test_support(root or data_root(), installed) if upstream else {}
+        self._installed = executorch_root()
+        refuse_unserved(self._installed)
         self._closing = False
         # The model a warm parent loads once (preloaded.py), and from where.
         self._model = (model, os.getcwd()) if model else None
@@ -312,32 +352,30 @@ class Emitters:
         self._parents: Dict[str, Optional[warm.WarmParent]] = {}
         self._failed: Set[warm.WarmParent] = set()
         self._fresh: Set[subprocess.Popen] = set()
-        # Why an overlay fell back to fresh interpreters, if one did.
+        # Why a side fell back to fresh interpreters, if one did.
         self.notes: List[str] = []
         # What the model left running in sessions of its own (``close``).
         self.left_running: List[str] = []
         # The sessions of the processes started here, each its leader's pid.
         self._sessions: Set[int] = set()
         self._lock = threading.Lock()
-        tempdirs.remove_abandoned(outside=installed)
-        self.base = tempdirs.make(tempdirs.CHECK, outside=installed, locked=True)
+        tempdirs.remove_abandoned(outside=self._installed)
+        self.base = tempdirs.make(tempdirs.CHECK, outside=self._installed, locked=True)
         try:
             with tempdirs.writing(self.base):
-                self.paths = {
-                    name: build_overlay(
-                        installed,
-                        targets,
-                        self.base / name,
-                        name == "patched",
-                        found,
-                        support,
-                    )
-                    for name in EMITTERS
-                }
+                # The series the patched side is served: the tool's own,
+                # what apply installs, unless another is named.
+                self._series: Optional[Path] = None
+                if upstream:
+                    entries = read_series(root or data_root())
+                    self._series = write_series(entries, self.base / "series")
+                elif root is not None and root.resolve() != data_root():
+                    self._series = root
                 for name in EMITTERS:
                     self.env(name)  # refuses a path PYTHONPATH cannot hold
                 self._cases = self.base / "cases"
                 self._cases.mkdir()
+                tempdirs.probe(self._cases)
         except BaseException:
             tempdirs.remove(self.base)
             raise
@@ -345,8 +383,12 @@ class Emitters:
         self._preload = tuple(preload)
 
     def env(self, emitter: str) -> Dict[str, str]:
+        """The environment of every process of the side ``emitter``."""
         env = dict(os.environ)
-        env["PYTHONPATH"] = pythonpath(self.paths[emitter], env.get("PYTHONPATH"))
+        patched = emitter == "patched"
+        first = BOOTSTRAP if patched else None
+        env["PYTHONPATH"] = pythonpath(first, env.get("PYTHONPATH"))
+        env[MARKER] = str(self.base)
         env["PYTHONFAULTHANDLER"] = "1"
         env["PYTHONHASHSEED"] = hash_seed()
         if self._model is not None:
@@ -354,9 +396,15 @@ class Emitters:
             env[preloaded.FLOWS] = self._flows
             env[preloaded.TIMEOUT] = f"{self._timeout:g}"
         env.update(NO_BYTECODE)
-        # Each column's emitter is its overlay's: never the import hook's,
-        # which `run` or a user's PYTHONPATH may have put on.
-        env[finder.OFF] = "off"
+        # The stock side's hook is off, whatever turned it on (`run`, apply's
+        # startup file); the patched side's is on, serving the series named.
+        env.pop(finder.SERIES, None)
+        if not patched:
+            env[finder.OFF] = "off"
+            return env
+        env.pop(finder.OFF, None)
+        if self._series is not None:
+            env[finder.SERIES] = str(self._series)
         return env
 
     def case_folder(self, name: str) -> Path:
@@ -365,20 +413,17 @@ class Emitters:
 
     def shorten(self, text: str) -> str:
         """``text`` without this run's temporary paths (gone on exit)."""
-        for name in EMITTERS:
-            for path in {str(self.paths[name]), os.path.realpath(self.paths[name])}:
-                text = text.replace(path, f"<{name} overlay>")
         for path in {str(self.base), os.path.realpath(self.base)}:
             text = text.replace(path, "<tmp>")
         return text
 
     def start(self) -> None:
-        """Starts every overlay's warm parent now (they import in parallel)."""
+        """Starts each side's warm parent now (they import in parallel)."""
         for emitter in EMITTERS:
             self.parent(emitter)
 
     def parent(self, emitter: str) -> Optional[warm.WarmParent]:
-        """The overlay's warm parent, started if needed; None without fork."""
+        """The side's warm parent, started if needed; None without fork."""
         if not self.warm:
             return None
         with self._lock:
@@ -398,8 +443,8 @@ class Emitters:
         timeout: float = 900,
         cwd: Optional[Path] = None,
     ) -> subprocess.CompletedProcess:
-        """``python ARGS`` in a fresh interpreter with the overlay first, in
-        a session of its own, ended whole (with what the child started in
+        """``python ARGS`` in a fresh interpreter of the side, in a session
+        of its own, ended whole (with what the child started in
         it) when the child ends, at ``timeout`` or on ``abort``.
 
         Its output goes to files, as a warm child's does: a process the
@@ -442,7 +487,7 @@ class Emitters:
         timeout: float = 900,
         cwd: Optional[Path] = None,
     ) -> subprocess.CompletedProcess:
-        """``python ARGS`` in a child of the overlay's warm parent.
+        """``python ARGS`` in a child of the side's warm parent.
 
         ARGS is ``-m MODULE ...``, ``-c CODE ...`` or ``SCRIPT ...``, optionally
         after ``-X faulthandler`` (always on). Falls back to ``run`` where
@@ -484,7 +529,7 @@ class Emitters:
         """``python`` arguments that call ``target(args)`` in a fresh
         interpreter as a warm child would: the preloaded modules are imported
         before the current folder goes on ``sys.path`` (where an
-        ``executorch`` folder would come before the overlay)."""
+        ``executorch`` folder would come before the installed one)."""
         module, _, function = target.partition(":")
         code = _FRESH_CALL.format(
             preload=[name for name in self._preload if ":" not in name],
@@ -494,7 +539,7 @@ class Emitters:
         return ["-c", code, *args]
 
     def _fall_back(self, emitter: str, error: Exception) -> None:
-        """From now on, fresh interpreters for this overlay; says why, once.
+        """From now on, fresh interpreters for this side; says why, once.
 
         Raises Aborted instead when the parent ended because of ``abort``.
         """
@@ -544,8 +589,9 @@ class Emitters:
     ) -> Outcome:
         """One export in a child; ``threads`` sets torch's intra-op threads.
 
-        A timeout, a result file that says nothing or is malformed, or an
-        emitter imported from outside this overlay make a ``tool_error``.
+        A timeout, a result file that says nothing or is malformed, an
+        emitter that is not the installed one, or one served otherwise than
+        the side's (``_served_wrong``) make a ``tool_error``.
         """
         case = self.case_folder(f"{flow}-{emitter}-{device.replace(':', '_')}")
         out = out or case / "out"
@@ -583,9 +629,10 @@ class Emitters:
                 k: self.shorten(v) if isinstance(v, str) else v
                 for k, v in result.items()
             }
-            # Where the child's emitter came from (a temporary path, left out
-            # of check's output).
+            # Where the child's emitter came from, and what the hook served
+            # (left out of check's output).
             result["emitter"] = imported
+            result["served"] = found.served
         tool_error = problem
         if tool_error is None and imported is None and proc.returncode != 0:
             tool_error = (
@@ -593,19 +640,9 @@ class Emitters:
                 "(see --verbose)"
             )
         elif tool_error is None and imported is not None:
-            if not _inside(imported, self.paths[emitter]):
-                here = os.getcwd()
-                why = (
-                    f"the current folder {here} holds it, and is on its path: "
-                    "run check from another folder"
-                    if _inside(imported, Path(here) / "executorch")
-                    else "something on its path (a sitecustomize, a .pth file) "
-                    "put another ExecuTorch first"
-                )
-                tool_error = (
-                    f"it imported ExecuTorch's emitter from {imported}, not from "
-                    f"the {emitter} overlay: {why}"
-                )
+            tool_error = self._imported_wrong(imported) or _served_wrong(
+                emitter, found.served
+            )
         return Outcome(
             proc.returncode,
             result,
@@ -614,6 +651,25 @@ class Emitters:
             stage=found.stage,
             step=found.step,
             constants=found.constants,
+        )
+
+    def _imported_wrong(self, imported: str) -> Optional[str]:
+        """Why the emitter a child imported is not the installed one; None
+        where it is."""
+        installed = self._installed / EMITTER
+        if os.path.realpath(imported) == os.path.realpath(installed):
+            return None
+        here = os.getcwd()
+        why = (
+            f"the current folder {here} holds it, and is on its path: "
+            "run check from another folder"
+            if _inside(imported, Path(here) / "executorch")
+            else "something on its path (a sitecustomize, a .pth file) "
+            "put another ExecuTorch first"
+        )
+        return (
+            f"it imported ExecuTorch's emitter from {imported}, not the "
+            f"installed {installed}: {why}"
         )
 
     def abort(self) -> None:
@@ -629,11 +685,11 @@ class Emitters:
             _kill_group(proc)
 
     def close(self) -> None:
-        """Ends the warm parents and removes the overlays; a signal meanwhile
-        is raised once that is done. What is left of the sessions started
-        here is killed; what still runs with an overlay on its path then was
-        started by the model in a session of its own: ``left_running`` names
-        it, and nothing waits for it."""
+        """Ends the warm parents and removes check's folder; a signal
+        meanwhile is raised once that is done. What is left of the sessions
+        started here is killed; what still runs with check's environment
+        then was started by the model in a session of its own:
+        ``left_running`` names it, and nothing waits for it."""
         with tempdirs.holding() as held:
             with self._lock:
                 self._closing = True
@@ -646,11 +702,11 @@ class Emitters:
 
     def _end_sessions(self) -> List[int]:
         """Kills what is left of the sessions started here (a process that
-        left its child's process group), and returns the processes that
-        still have an overlay on their path: the model started them in
+        left its child's process group), and returns the other processes
+        that still have check's environment: the model started them in
         sessions of their own."""
         others = []
-        for pid in users.of(self.base):
+        for pid in _started_under(self.base):
             try:
                 if os.getsid(pid) in self._sessions:
                     os.kill(pid, signal.SIGKILL)
@@ -668,6 +724,54 @@ class Emitters:
             # An interrupt or an error: nothing still running is wanted.
             self.abort()
         self.close()
+
+
+def _started_under(base: Path) -> List[int]:
+    """The live processes, other than this one, whose environment says
+    they are check's (``MARKER``: every process that check's children
+    start inherits it), by process id. On Linux a process's environment at
+    start is ``/proc/PID/environ``; another user's is not seen, nor is any
+    where there is no ``/proc``."""
+    needle = os.fsencode(f"{MARKER}={base}") + b"\0"
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:  # ended meanwhile, or another user's
+            continue
+        if environ.startswith(needle) or b"\0" + needle in environ:
+            found.append(int(entry))
+    return sorted(found)
+
+
+def _served_wrong(emitter: str, served: Optional[Dict[str, str]]) -> Optional[str]:
+    """Why what the import hook served a child of the side ``emitter`` is
+    not that side's ExecuTorch; None where it is."""
+    if emitter == "stock":
+        if served is None:
+            return None
+        return (
+            "the import hook was on in a stock process, though check turned it "
+            "off: something on its path (a sitecustomize, a .pth file) turned it "
+            "on again"
+        )
+    if served is None:
+        return (
+            "the import hook was off in a patched process: something on its path "
+            "(a sitecustomize, a .pth file, -S) kept the bootstrap from turning it on"
+        )
+    lost = {name: state for name, state in served.items() if state not in SERVED_FIXED}
+    if not lost:
+        return None
+    name, state = next(iter(lost.items()))
+    return f"the import hook served {name} without the fix ({state})"
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

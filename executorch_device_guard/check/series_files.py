@@ -11,7 +11,8 @@ The changed files are the installed ExecuTorch's, with the series applied
 release does not ship; the new files are this
 repository's, at their ExecuTorch paths. The lint runs on all of them; the
 upstream tests (``upstream_tests``) run from a folder laid out like ExecuTorch's
-source tree, against a stock or a patched overlay.
+source tree, against the installed ExecuTorch, stock or with the import hook
+serving a series (``write_series``).
 """
 
 from __future__ import annotations
@@ -73,18 +74,6 @@ def upstream_tests(root: Path, installed_root: Path) -> Dict[str, str]:
     }
 
 
-def test_support(root: Path, installed_root: Path) -> Dict[str, str]:
-    """The test helpers the series edits (e.g. ``exir/backend/test/device_util.py``),
-    which its tests import from ExecuTorch: an overlay needs them, stock or
-    patched."""
-    changed = changed_files(root, installed_root, tests=True)
-    return {
-        rel: text
-        for rel, text in changed.items()
-        if is_test(rel) and not _is_test_module(rel)
-    }
-
-
 def write_tree(files: Dict[str, str], dest: Path) -> Path:
     """Writes ``files`` under ``dest`` at their ExecuTorch paths."""
     for rel, text in files.items():
@@ -93,17 +82,28 @@ def write_tree(files: Dict[str, str], dest: Path) -> Path:
     return dest
 
 
-def write_commit_root(root: Path, entry: SeriesEntry, dest: Path) -> Path:
-    """Writes under ``dest`` a series of ``entry`` alone: its patch and the
-    files it adds, nothing of the other commits. ``dest`` then serves as a
-    ``root`` (an ``Emitters``' or ``upstream_tests``'), to apply and test the
-    commit as its pull request lands, on its own."""
+def write_series(entries: List[SeriesEntry], dest: Path) -> Path:
+    """Writes under ``dest`` a series of ``entries`` as their pull requests
+    land: their patches and ``patches/series``, each line a patch name and
+    the files it adds, no ``upstream-only`` flag and no backports. Named by
+    ``EXECUTORCH_DEVICE_GUARD_SERIES``, the import hook serves exactly
+    those commits (``finder``)."""
     patches = dest / "patches"
     patches.mkdir(parents=True)
-    shutil.copyfile(entry.patch_path, patches / entry.patch_path.name)
-    flags = ["upstream-only"] if entry.upstream_only else []
-    line = " ".join([entry.patch_path.name, *entry.new_files, *flags])
-    (patches / "series").write_text(line + "\n", encoding="utf-8")
+    lines = []
+    for entry in entries:
+        shutil.copyfile(entry.patch_path, patches / entry.patch_path.name)
+        lines.append(" ".join([entry.patch_path.name, *entry.new_files]) + "\n")
+    (patches / "series").write_text("".join(lines), encoding="utf-8")
+    return dest
+
+
+def write_commit_root(root: Path, entry: SeriesEntry, dest: Path) -> Path:
+    """Writes under ``dest`` a series of ``entry`` alone (``write_series``)
+    and the files it adds, nothing of the other commits. ``dest`` then
+    serves as a ``root`` (an ``Emitters``' or ``upstream_tests``'), to apply
+    and test the commit as its pull request lands, on its own."""
+    write_series([entry], dest)
     for rel in entry.new_files:
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(root / rel, dest / rel)

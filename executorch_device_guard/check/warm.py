@@ -8,7 +8,7 @@
 
 Starting Python and importing torch and ExecuTorch takes seconds; an export
 of a small model takes well under one. A :class:`WarmParent` is one process,
-started fresh with a given environment (an overlay first on ``PYTHONPATH``),
+started fresh with a given environment (its side's: the import hook on or off),
 that imports the modules it is given and runs no tensor operation. Each
 :meth:`WarmParent.run` or :meth:`WarmParent.call` forks a child of it, so a
 segfault kills that child alone, exactly as it would kill a fresh process.
@@ -411,8 +411,8 @@ class _Pending:
 class WarmParent:
     """One warm parent process; safe to use from several threads at once.
 
-    ``env`` is the parent's whole environment (put the overlay first on
-    ``PYTHONPATH``); ``preload`` names the modules it imports before it
+    ``env`` is the parent's whole environment (its side's, ``Emitters.env``);
+    ``preload`` names the modules it imports before it
     forks (a name ending in '?' may be missing). Children inherit both. :meth:`wait_ready` blocks until the imports
     are done and raises :class:`WarmError` if they failed.
     """

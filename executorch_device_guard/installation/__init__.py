@@ -6,4 +6,4 @@
 
 """The installed ExecuTorch: ``status``, ``apply`` and ``revert`` in its
 package folder; ``run``, which turns the import hook on for one command; and
-the patched overlay that ``check`` reads, which changes nothing there."""
+what the hook serves there (``served``), which ``check`` refuses on too."""

@@ -5,7 +5,8 @@
 # LICENSE file in the root directory of this source tree.
 
 """What the import hook serves, per target of the series, for the ExecuTorch
-installed here: the verdicts that ``status`` prints and ``apply`` checks.
+installed here: the verdicts that ``status`` prints and that ``apply``,
+``run`` and ``check`` refuse on.
 
 Each target is looked up as the hook looks it up (``finder.verdict``), in
 the installed package's folder; no module of ExecuTorch is imported.
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 from executorch_device_guard import data_root, finder, userfiles
+from executorch_device_guard.errors import GuardError
 from executorch_device_guard.installation import installed
 from executorch_device_guard.patchset import FileState, patched_files
 
@@ -49,3 +51,16 @@ def without_fix(found: Found) -> List[str]:
     """The targets that would load without the fix."""
     lost = (FileState.UNKNOWN, FileState.MISSING)
     return [rel for rel, (state, _) in found.items() if state in lost]
+
+
+def refuse_without_fix(root: Path, found: Found) -> None:
+    """GuardError naming the first target that would load without the fix,
+    and why (``run`` and ``check``: nothing run)."""
+    lost = without_fix(found)
+    if lost:
+        state, why = found[lost[0]]
+        raise GuardError(
+            f"{root / lost[0]} is {state.value}{f' ({why})' if why else ''}: it "
+            "would load without the fix. Nothing was run. Reinstall ExecuTorch: "
+            f"{installed.reinstall_command()}"
+        )
