@@ -251,7 +251,7 @@ def _run(args: argparse.Namespace) -> int:
         return _usage_error("run: give a command, e.g. run -- python export.py")
     # An interrupt before the command starts ends here (main says so); once
     # it runs, the command's exit code is ours.
-    return run_command(command, data_root(), wait=args.wait)
+    return run_command(command)
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -610,7 +610,6 @@ def parser() -> argparse.ArgumentParser:
         "would not start the bootstrap (python -I, -E or -S, env -i, env -u "
         "PYTHONPATH) is refused.",
     )
-    _wait_option(r)
     r.add_argument(
         "cmd",
         nargs=argparse.REMAINDER,

@@ -286,7 +286,7 @@ def patched_files(
     ``build_files`` (every file). The build files the series edits (BUCK,
     targets.bzl, pytest.ini) are in ExecuTorch's source tree, never in an
     installed package; test modules are, but the guard does not need them. So
-    ``apply``, ``status`` and the overlays take the default: the guarded code,
+    ``apply``, ``status`` and the import hook take the default: the guarded code,
     as ``install`` reads the series (``read_series``).
     """
     result: Dict[str, List[FilePatch]] = {}
@@ -396,7 +396,7 @@ class FileState(enum.Enum):
     SHADOWED = "shadowed"  # Python imports another file in its place
 
 
-# The states whose files apply, revert and the overlays leave alone.
+# The states whose files apply, revert and the import hook leave alone.
 LEFT_ALONE = (FileState.NOT_SHIPPED, FileState.NOT_FOR_RELEASE)
 
 

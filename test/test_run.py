@@ -261,26 +261,55 @@ def test_any_tmpdir_serves_check_and_run(tmp_path: Path, name: str) -> None:
     assert check_folders_in(env) == []
 
 
-@pytest.mark.parametrize("kind", ["not-utf8", "fifo", "symlink"])
-def test_refuses_what_apply_refuses(tmp_path: Path, tmp_env, kind: str) -> None:
+@pytest.mark.parametrize(
+    "kind,shown",
+    [
+        ("not-utf8", "_emitter.py is unknown (it cannot be read (UnicodeDecodeError"),
+        ("fifo", "_emitter.py is missing (is not a regular file)"),
+    ],
+)
+def test_refuses_what_apply_refuses(
+    tmp_path: Path, tmp_env, kind: str, shown: str
+) -> None:
     site = make_site(tmp_path / "site")
     emitter = site / "executorch" / "exir" / "emit" / "_emitter.py"
     if kind == "fifo":
         emitter.unlink()
         os.mkfifo(emitter)
-    elif kind == "symlink":
-        outside = tmp_path / "outside.py"
-        outside.write_bytes(emitter.read_bytes())
-        emitter.unlink()
-        emitter.symlink_to(outside)
     else:
         emitter.write_bytes(b"\xff\xfe not utf-8\n")
     env = dict(tmp_env, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
     result = guard(
         "run", "--", sys.executable, "-c", "print('ran')", env=env, timeout=60
     )
-    one_line(result, 2, "_emitter.py is unknown")
+    one_line(result, 2, shown, "it would load without the fix. Nothing was run.")
     assert result.stdout == ""
+    assert in_tmpdir(tmp_env) == []
+
+
+def test_a_symlinked_target_is_served_as_python_loads_it(
+    tmp_path: Path, tmp_env
+) -> None:
+    """The emitter a symbolic link to a stock copy: run writes nothing, and
+    the import hook serves the fix to what Python loads through the link."""
+    site = make_site(tmp_path / "site")
+    emitter = site / "executorch" / "exir" / "emit" / "_emitter.py"
+    outside = tmp_path / "outside.py"
+    outside.write_bytes(emitter.read_bytes())
+    emitter.unlink()
+    emitter.symlink_to(outside)
+    env = dict(tmp_env, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
+    name = "executorch.exir.emit._emitter"
+    code = (
+        f"import importlib.util, sys; importlib.util.find_spec({name!r}); "
+        f"print([f.served[{name!r}] for f in sys.meta_path if hasattr(f, 'served')])"
+    )
+    result = guard("run", "--", sys.executable, "-c", code, env=env, timeout=60)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        0,
+        "[('changed', '')]\n",
+        "",
+    )
     assert in_tmpdir(tmp_env) == []
 
 

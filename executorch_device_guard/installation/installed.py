@@ -132,8 +132,8 @@ def _distribution() -> Optional[importlib.metadata.Distribution]:
         if archive is not None:
             raise GuardError(
                 f"ExecuTorch is installed inside {archive} (a zip or egg file "
-                "on the path), which this tool cannot patch and `run` cannot "
-                "overlay. Nothing was changed. Take that file off PYTHONPATH "
+                "on the path), to which this tool cannot serve the fix. "
+                "Nothing was changed. Take that file off PYTHONPATH "
                 "(or sys.path) and install ExecuTorch into site-packages: "
                 f"{recovery.command(None, _version_in(dist))}"
             )

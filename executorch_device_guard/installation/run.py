@@ -6,8 +6,8 @@
 
 """``run -- COMMAND``: the fixed ExecuTorch for one command, nothing written.
 
-Reads the installed ExecuTorch's target files as ``apply`` does and refuses
-what it refuses, then runs COMMAND with the tool's bootstrap folder
+Refuses where a target of the installed ExecuTorch would load without the
+fix, as ``apply`` does (``served``), then runs COMMAND with the tool's bootstrap folder
 (``executorch_device_guard/bootstrap``) first on ``PYTHONPATH`` and
 ``PYTHONDONTWRITEBYTECODE=1``. Every Python process of the command, and every
 one that those start, imports the bootstrap's ``sitecustomize`` at start,
@@ -53,10 +53,8 @@ from typing import Dict, List, Optional, Tuple
 
 from executorch_device_guard import finder, signals
 from executorch_device_guard.errors import GuardError
-from executorch_device_guard.installation import installed, lock
-from executorch_device_guard.installation.overlay import inspect_targets, NO_BYTECODE
+from executorch_device_guard.installation import installed, served
 from executorch_device_guard.output import one_line
-from executorch_device_guard.patchset import patched_files
 
 # Every asynchronous signal that would end this process (SIGPIPE aside: Python
 # ignores it). Before the command starts, each ends the tool (128+N); then
@@ -67,19 +65,22 @@ _FORWARDED = [getattr(signal, name) for name in _NAMES if hasattr(signal, name)]
 _SI_KERNEL = 0x80
 # The folder whose sitecustomize turns the import hook on.
 BOOTSTRAP = Path(finder.__file__).resolve().parent / "bootstrap"
+# Set for every Python process the tool starts: none writes bytecode into
+# the installed ExecuTorch (the hook's changed modules never have any).
+NO_BYTECODE = {"PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def run_command(command: List[str], root: Path, wait: float = lock.DEFAULT_WAIT) -> int:
+def run_command(command: List[str]) -> int:
     """Runs ``command`` with the import hook on; returns its exit code.
 
-    Raises GuardError (nothing started) when ExecuTorch is missing, a file
-    is neither stock nor patched, or the command line would skip the
-    bootstrap.
+    Raises GuardError (nothing started) when ExecuTorch is missing, a target
+    would load without the fix (``served``), or the command line would skip
+    the bootstrap.
     """
     signals.raise_on_terminate(_FORWARDED)
     refuse_dropped_pythonpath(command)
     executorch = installed.installed_root()
-    inspect_targets(executorch, patched_files(root, install=True), wait=wait)
+    served.refuse_without_fix(executorch, served.targets(executorch))
     return _run(command, environment(os.environ))
 
 
