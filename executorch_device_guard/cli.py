@@ -349,15 +349,7 @@ def _apply(args: argparse.Namespace) -> int:
             "COMMAND`. Nothing was changed."
         )
     found = served.targets(root)
-    legacy = served.in_place(found)
-    if legacy:
-        more = f" and {len(legacy) - 1} more were" if len(legacy) > 1 else " was"
-        raise GuardError(
-            f"{root / legacy[0]}{more} patched in place by an earlier version "
-            "of this tool: run "
-            "`executorch-device-guard revert` first, which writes their stock "
-            "text back. Nothing was changed."
-        )
+    served.refuse_in_place(root, found, "", "Nothing was changed.")
     lost = served.without_fix(found)
     if lost:
         state, why = found[lost[0]]

@@ -25,7 +25,7 @@ from conftest import REPO
 from executorch_device_guard.check import matrix
 from executorch_device_guard.check.matrix import Row
 from executorch_device_guard.check.runner import Outcome
-from sites import make_site, snapshot
+from sites import make_site, patch_in_place, snapshot
 from throwaway import (
     copy_of_installed_executorch,
     leftovers,
@@ -1195,6 +1195,29 @@ def test_a_hostile_target_file_is_refused_without_blocking(
     shown = {"fifo": "is missing (is not a regular file)", "not-utf8": "is unknown"}
     assert_refused(result, "", f"_emitter.py {shown[kind]}", "")
     assert leftovers(tmpdir) == []
+
+
+def test_files_patched_in_place_by_an_earlier_version_are_refused(
+    tmp_path: Path,
+) -> None:
+    """An earlier version's apply wrote the fix into ExecuTorch's files: the
+    stock side would run it, so check refuses before any export, names the
+    files and the way out (revert), and writes nothing."""
+    site = make_site(tmp_path / "site")
+    patch_in_place(site)
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    before = snapshot(site)
+    env = {"PYTHONPATH": os.pathsep.join([str(site), str(REPO)]), "TMPDIR": str(tmpdir)}
+    result = run_check("--paths", "emitter", env=env, timeout=120)
+    assert_refused(
+        result,
+        f"{site / 'executorch' / 'exir' / 'emit' / '_emitter.py'} and 5 more were "
+        "patched in place by an earlier version of this tool, so check has no "
+        "stock ExecuTorch to compare with: run `executorch-device-guard revert` "
+        "first, which writes their stock text back. Nothing was run.",
+    )
+    assert snapshot(site) == before and os.listdir(tmpdir) == []
 
 
 # Each defines its model after what stops its import, so that the import,

@@ -309,15 +309,8 @@ def refuse_unserved(installed: Path) -> None:
     (a file patched in place by an earlier version holds the fix, which the
     stock side would run)."""
     found = served.targets(installed)
-    legacy = served.in_place(found)
-    if legacy:
-        more = f" and {len(legacy) - 1} more were" if len(legacy) > 1 else " was"
-        raise GuardError(
-            f"{installed / legacy[0]}{more} patched in place by an earlier version "
-            "of this tool, so check has no stock ExecuTorch to compare with: run "
-            "`executorch-device-guard revert` first, which writes their stock "
-            "text back. Nothing was run."
-        )
+    why = ", so check has no stock ExecuTorch to compare with"
+    served.refuse_in_place(installed, found, why, "Nothing was run.")
     served.refuse_without_fix(installed, found)
 
 

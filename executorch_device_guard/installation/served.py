@@ -53,6 +53,20 @@ def without_fix(found: Found) -> List[str]:
     return [rel for rel, (state, _) in found.items() if state in lost]
 
 
+def refuse_in_place(root: Path, found: Found, why: str, outcome: str) -> None:
+    """GuardError naming the targets an earlier version of this tool patched
+    in place, ``why`` that stops the command (", so ..."), and ``revert``,
+    the way out."""
+    legacy = in_place(found)
+    if legacy:
+        more = f" and {len(legacy) - 1} more were" if len(legacy) > 1 else " was"
+        raise GuardError(
+            f"{root / legacy[0]}{more} patched in place by an earlier version "
+            f"of this tool{why}: run `executorch-device-guard revert` first, "
+            f"which writes their stock text back. {outcome}"
+        )
+
+
 def refuse_without_fix(root: Path, found: Found) -> None:
     """GuardError naming the first target that would load without the fix,
     and why (``run`` and ``check``: nothing run)."""
