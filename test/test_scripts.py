@@ -13,12 +13,13 @@ import pytest
 from conftest import REPO
 
 
+@pytest.mark.parametrize("name", ["apply_roundtrip.sh", "user_checks.sh"])
 @pytest.mark.parametrize("args", [[], ["/nonexistent-venv"], ["a", "b"]])
-def test_apply_roundtrip_prints_its_usage(args) -> None:
-    script = REPO / "scripts" / "apply_roundtrip.sh"
+def test_a_venv_script_prints_its_usage(name, args) -> None:
+    script = REPO / "scripts" / name
     result = subprocess.run(
         ["bash", str(script), *args], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 2
-    assert "usage: bash scripts/apply_roundtrip.sh VENV" in result.stderr
+    assert f"usage: bash scripts/{name} VENV" in result.stderr
     assert "unbound variable" not in result.stderr
