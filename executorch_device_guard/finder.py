@@ -42,6 +42,8 @@ SERIES = "EXECUTORCH_DEVICE_GUARD_SERIES"
 
 # The attribute that marks the finder, whichever copy of this module made it.
 MARKER = "executorch_device_guard_finder"
+# What ``check``'s children report for a target loaded without the finder.
+MISSED = "loaded without the import hook"
 
 _PREFIX = "executorch."
 
@@ -51,7 +53,8 @@ class Finder:
 
     ``served``: for each target module found, what was done, by its name:
     ``"changed"``, or the state that left it as Python loads it
-    (``patchset.FileState``'s value) and why."""
+    (``patchset.FileState``'s value) and why; ``missed()`` names those it
+    never saw."""
 
     executorch_device_guard_finder = True
 
@@ -95,6 +98,14 @@ class Finder:
 
     def invalidate_caches(self):
         pass
+
+    def missed(self):
+        """The target modules loaded in this process that this finder did
+        not serve: imported before it was on (by a ``.pth`` file), or where
+        deciding failed."""
+        if self._targets is None:
+            self._targets = _targets()
+        return [n for n in self._targets if n in sys.modules and n not in self.served]
 
     def _decide(self, spec, rel, patches):
         from executorch_device_guard import patchset

@@ -30,6 +30,7 @@ from throwaway import (
     copy_of_installed_executorch,
     leftovers,
     survivors,
+    venv_over_this_environment,
     venv_with_installed_executorch,
 )
 
@@ -477,6 +478,34 @@ def test_after_apply_the_stock_column_is_a_plain_checks(tmp_path: Path) -> None:
     assert (applied.returncode, applied.stdout) == (0, plain.stdout), applied.stderr
 
 
+def test_a_target_imported_before_the_hook_is_a_tool_error(tmp_path: Path) -> None:
+    """A .pth file that imports the emitter at start-up runs before the
+    bootstrap turns the hook on: the patched side then ran stock code. No
+    verdict (exit 3) names the module and why, never a FAIL of the patch."""
+    site = venv_over_this_environment(tmp_path / "venv", REPO)
+    (site / "c_early.pth").write_text(
+        "import os; os.environ.get('EXECUTORCH_DEVICE_GUARD_CHECK') and "
+        "__import__('executorch.exir.emit._emitter')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(
+        [str(site.parents[2] / "bin" / "python"), "-m", "executorch_device_guard"]
+        + ["check", "--paths", "emitter", "--devices", "cpu", "fake:cuda:0"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 3, result.stdout + result.stderr[-3000:]
+    assert "FAIL" not in result.stdout
+    assert (
+        "executorch.exir.emit._emitter was imported in a patched process before "
+        "the import hook turned on (a .pth file that imports ExecuTorch at "
+        "start-up?)" in result.stdout + result.stderr
+    ), result.stdout
+
+
 # What torch keeps in TMPDIR for itself (its compiled kernels' cache).
 TORCH_CACHES = re.compile(r"torchinductor_.*")
 
@@ -540,6 +569,12 @@ def test_check_writes_no_executorch_file_in_tmpdir(tmp_path: Path) -> None:
         ("patched", None, "the import hook was off in a patched process"),
         ("patched", {"executorch.exir.emit._emitter": "changed"}, None),
         ("patched", {"executorch.exir.emit._emitter": "patched"}, None),
+        (
+            "patched",
+            {"executorch.exir.emit._emitter": "loaded without the import hook"},
+            "executorch.exir.emit._emitter was imported in a patched process "
+            "before the import hook turned on",
+        ),
         (
             "patched",
             {"executorch.exir.emit._emitter": "unknown"},

@@ -39,23 +39,30 @@ def copy_of_installed_executorch(site: Path) -> Path:
     return site
 
 
-def venv_with_installed_executorch(venv: Path, tool: Path) -> Path:
-    """A venv (``python -m venv --without-pip``) whose site-packages holds a
-    copy of the installed ExecuTorch, the tool in the folder ``tool`` (a
-    path ``.pth``, as an editable install has it) and, through another,
-    this environment's torch. Its site-packages folder."""
+def venv_over_this_environment(venv: Path, tool: Path) -> Path:
+    """A venv (``python -m venv --without-pip``) that imports the tool from
+    the folder ``tool`` and the rest (torch, ExecuTorch) from this
+    environment's site-packages, each through a path ``.pth``. Its
+    site-packages folder."""
     import torch
 
     subprocess.run(
         [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True
     )
     (site,) = venv.glob("lib/python*/site-packages")
+    (site / "a_tool.pth").write_text(f"{tool}\n")
+    (site / "b_deps.pth").write_text(f"{Path(torch.__file__).parent.parent}\n")
+    return site
+
+
+def venv_with_installed_executorch(venv: Path, tool: Path) -> Path:
+    """``venv_over_this_environment``, with a copy of the installed
+    ExecuTorch in its site-packages. Its site-packages folder."""
+    site = venv_over_this_environment(venv, tool)
     copy_of_installed_executorch(site / "_")
     for entry in (site / "_").iterdir():
         entry.rename(site / entry.name)
     (site / "_").rmdir()
-    (site / "a_tool.pth").write_text(f"{tool}\n")
-    (site / "b_deps.pth").write_text(f"{Path(torch.__file__).parent.parent}\n")
     return site
 
 

@@ -549,13 +549,15 @@ def _report(path: Path, record: Dict) -> None:
 
 def _served() -> Optional[Dict[str, str]]:
     """What the import hook did with each target module this process
-    imported (``"changed"``, or the state it left it in); None where the
-    hook is off."""
-    from executorch_device_guard.finder import MARKER
+    imported (``"changed"``, the state it left it in, or ``MISSED`` where
+    the module was loaded without it); None where the hook is off."""
+    from executorch_device_guard.finder import MARKER, MISSED
 
     for hook in sys.meta_path:
         if getattr(hook, MARKER, False):
-            return {name: state for name, (state, _) in hook.served.items()}
+            served = {name: state for name, (state, _) in hook.served.items()}
+            served.update(dict.fromkeys(hook.missed(), MISSED))
+            return served
     return None
 
 

@@ -764,6 +764,12 @@ def _served_wrong(emitter: str, served: Optional[Dict[str, str]]) -> Optional[st
     if not lost:
         return None
     name, state = next(iter(lost.items()))
+    if state == finder.MISSED:
+        return (
+            f"{name} was imported in a patched process before the import hook "
+            "turned on (a .pth file that imports ExecuTorch at start-up?), so "
+            "it ran without the fix"
+        )
     return f"the import hook served {name} without the fix ({state})"
 
 
