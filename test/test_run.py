@@ -31,7 +31,11 @@ import pytest
 from conftest import REPO
 from executorch_device_guard.installation.installed import executorch_root
 from sites import make_site, snapshot
-from throwaway import copy_of_installed_executorch, survivors
+from throwaway import (
+    copy_of_installed_executorch,
+    survivors,
+    venv_over_this_environment,
+)
 
 # The folder whose sitecustomize turns the import hook on, in the tool that
 # the tests run (this checkout, first on PYTHONPATH).
@@ -259,6 +263,41 @@ def test_any_tmpdir_serves_check_and_run(tmp_path: Path, name: str) -> None:
     ran = guard("run", "--", sys.executable, "-c", "print('ran')", env=env)
     assert (ran.returncode, ran.stdout, ran.stderr) == (0, "ran\n", "")
     assert check_folders_in(env) == []
+
+
+def test_a_tool_installed_under_a_path_with_a_colon_is_refused(tmp_path: Path):
+    """PYTHONPATH cannot hold the bootstrap's folder when its path has ':':
+    run and check refuse in one line, before anything runs."""
+    import shutil
+
+    # venv refuses such a path; a venv moved there works as it did.
+    site = venv_over_this_environment(tmp_path / "venv", None)
+    (tmp_path / "venv").rename(tmp_path / "v:1")
+    site = tmp_path / "v:1" / site.relative_to(tmp_path / "venv")
+    package = site / "executorch_device_guard"
+    shutil.copytree(
+        REPO / "executorch_device_guard",
+        package,
+        ignore=shutil.ignore_patterns("__pycache__", "_upstream"),
+    )
+    for data in ("patches", "backends", "extension"):  # as the wheel has them
+        shutil.copytree(REPO / data, package / "_upstream" / data)
+    python = str(site.parents[2] / "bin" / "python")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for args in (
+        ["run", "--", python, "-c", "print('ran')"],
+        ["check", "--paths", "emitter", "--devices", "cpu"],
+    ):
+        result = subprocess.run(
+            [python, "-m", "executorch_device_guard", *args],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        one_line(result, 2, f"the tool's folder {package}/bootstrap contains ':'")
+        assert "ran" not in result.stdout and "running" not in result.stdout
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 from executorch_device_guard.installation.installed import executorch_root
 
@@ -39,9 +39,9 @@ def copy_of_installed_executorch(site: Path) -> Path:
     return site
 
 
-def venv_over_this_environment(venv: Path, tool: Path) -> Path:
+def venv_over_this_environment(venv: Path, tool: Optional[Path]) -> Path:
     """A venv (``python -m venv --without-pip``) that imports the tool from
-    the folder ``tool`` and the rest (torch, ExecuTorch) from this
+    the folder ``tool`` (if given) and the rest (torch, ExecuTorch) from this
     environment's site-packages, each through a path ``.pth``. Its
     site-packages folder."""
     import torch
@@ -50,7 +50,8 @@ def venv_over_this_environment(venv: Path, tool: Path) -> Path:
         [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True
     )
     (site,) = venv.glob("lib/python*/site-packages")
-    (site / "a_tool.pth").write_text(f"{tool}\n")
+    if tool is not None:
+        (site / "a_tool.pth").write_text(f"{tool}\n")
     (site / "b_deps.pth").write_text(f"{Path(torch.__file__).parent.parent}\n")
     return site
 

@@ -58,7 +58,8 @@ from executorch_device_guard.errors import GuardError
 from executorch_device_guard.installation import served
 from executorch_device_guard.installation.installed import executorch_root
 from executorch_device_guard.installation.lock import describe
-from executorch_device_guard.installation.run import BOOTSTRAP, NO_BYTECODE
+from executorch_device_guard.installation.run import environment as run_environment
+from executorch_device_guard.installation.run import NO_BYTECODE
 from executorch_device_guard.patchset import read_series
 
 EMITTERS = ("stock", "patched")
@@ -278,14 +279,12 @@ def _site_dirs() -> Set[str]:
     return {os.path.realpath(d) for d in dirs}
 
 
-def pythonpath(first: Optional[Path], user: Optional[str]) -> str:
-    """``first`` (the patched side's bootstrap), then the user's PYTHONPATH,
-    then where this package is imported from, unless that is a site-packages
-    folder (a wheel install), which is on the path anyway and must not come
-    before the standard library or the user's path."""
-    parts = [str(first)] if first is not None else []
-    if user:
-        parts.append(user)
+def pythonpath(user: Optional[str]) -> str:
+    """The user's PYTHONPATH, then where this package is imported from,
+    unless that is a site-packages folder (a wheel install), which is on the
+    path anyway and must not come before the standard library or the user's
+    path."""
+    parts = [user] if user else []
     package_parent = os.path.realpath(Path(__file__).resolve().parents[2])
     if package_parent not in _site_dirs():
         if os.pathsep in package_parent:
@@ -378,9 +377,7 @@ class Emitters:
     def env(self, emitter: str) -> Dict[str, str]:
         """The environment of every process of the side ``emitter``."""
         env = dict(os.environ)
-        patched = emitter == "patched"
-        first = BOOTSTRAP if patched else None
-        env["PYTHONPATH"] = pythonpath(first, env.get("PYTHONPATH"))
+        env["PYTHONPATH"] = pythonpath(env.get("PYTHONPATH"))
         env[MARKER] = str(self.base)
         env["PYTHONFAULTHANDLER"] = "1"
         env["PYTHONHASHSEED"] = hash_seed()
@@ -388,14 +385,15 @@ class Emitters:
             env[preloaded.MODEL], env[preloaded.MODEL_CWD] = self._model
             env[preloaded.FLOWS] = self._flows
             env[preloaded.TIMEOUT] = f"{self._timeout:g}"
-        env.update(NO_BYTECODE)
         # The stock side's hook is off, whatever turned it on (`run`, apply's
-        # startup file); the patched side's is on, serving the series named.
+        # startup file); the patched side's is on as `run` turns it on,
+        # serving the series named.
         env.pop(finder.SERIES, None)
-        if not patched:
+        if emitter == "stock":
             env[finder.OFF] = "off"
+            env.update(NO_BYTECODE)
             return env
-        env.pop(finder.OFF, None)
+        env = run_environment(env)
         if self._series is not None:
             env[finder.SERIES] = str(self._series)
         return env
