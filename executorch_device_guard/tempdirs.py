@@ -65,10 +65,11 @@ _SIGNALS = [
 # The locked folders that ``check`` makes, by name prefix (then ``mkdtemp``'s
 # 8 characters), and what each may hold: the series its patched side is
 # served (the project's tests), its children's case folders and its warm
-# parents' folders. ``check`` removes what a SIGKILL left of them
-# (``remove_abandoned``).
+# parents' folders; before the import hook, also a stock and a patched tree
+# of links into the installed ExecuTorch. ``check`` removes what a SIGKILL
+# left of them (``remove_abandoned``; links are removed, never followed).
 CHECK = "device-guard-"
-_CONTENTS = re.compile(r"series|cases|warm-[a-z0-9_]{8}")
+_CONTENTS = re.compile(r"series|cases|warm-[a-z0-9_]{8}|stock|patched")
 # What ``probe`` writes: a temporary folder with less room than this is
 # refused up front (a CPU export's program alone takes more).
 _PROBE_BYTES = 64 << 10

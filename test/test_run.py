@@ -946,6 +946,29 @@ def test_a_killed_checks_folder_is_removed_once_nothing_holds_its_lock(
     assert check_folders_in(tmp_env) == []
 
 
+def test_the_folder_an_earlier_versions_killed_check_left_is_removed(
+    tmp_env,
+) -> None:
+    """Before the import hook, check's folder also held a stock and a
+    patched tree of links into the installed ExecuTorch, with the changed
+    files written out: the next check removes such a folder too, and only
+    the links, never what they point to."""
+    installed = executorch_root()
+    folder = Path(tmp_env["TMPDIR"]) / "device-guard-k1ll3d0x"
+    for side in ("stock", "patched"):
+        (folder / side).mkdir(parents=True)
+        (folder / side / "executorch").symlink_to(installed)
+    emit = folder / "patched" / "exir" / "emit"
+    emit.mkdir(parents=True)
+    (emit / "_emitter.py").write_text("# changed\n")
+    (folder / "cases").mkdir()
+    before = (installed / "exir" / "emit" / "_emitter.py").read_bytes()
+    _age(folder)
+    assert guard(*_CHECK, env=tmp_env).returncode == 0
+    assert check_folders_in(tmp_env) == []
+    assert (installed / "exir" / "emit" / "_emitter.py").read_bytes() == before
+
+
 # A partial executorch/ folder: one guarded subpackage, copied stock as
 # `cp -a` copies it (its __init__.py files too), and the subpackage's target.
 _PARTIAL = {
