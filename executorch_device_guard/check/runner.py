@@ -319,9 +319,9 @@ class Emitters:
     ``run`` starts a fresh interpreter; ``fork`` and ``call`` use the side's
     warm parent (started on first use, or all at once by ``start``) and fall
     back to a fresh interpreter where fork is not available. With
-    ``upstream``, the patched side is served ``root``'s series as its pull
-    requests land (every commit, no backport) in place of what ``apply``
-    installs.
+    ``upstream``, the patched side is served ``root``'s series (the tool's
+    own by default) as its pull requests land, in place of what ``apply``
+    installs; ``root`` is read only then.
     """
 
     def __init__(
@@ -356,13 +356,11 @@ class Emitters:
         try:
             with tempdirs.writing(self.base):
                 # The series the patched side is served: the tool's own,
-                # what apply installs, unless another is named.
+                # what apply installs, or root's as its pull requests land.
                 self._series: Optional[Path] = None
                 if upstream:
                     entries = read_series(root or data_root())
                     self._series = write_series(entries, self.base / "series")
-                elif root is not None and root.resolve() != data_root():
-                    self._series = root
                 for name in EMITTERS:
                     self.env(name)  # refuses a path PYTHONPATH cannot hold
                 self._cases = self.base / "cases"
