@@ -85,9 +85,10 @@ def write_tree(files: Dict[str, str], dest: Path) -> Path:
 def write_series(entries: List[SeriesEntry], dest: Path) -> Path:
     """Writes under ``dest`` a series of ``entries`` as their pull requests
     land: their patches and ``patches/series``, each line a patch name and
-    the files it adds, no ``upstream-only`` flag and no backports. Named by
-    ``EXECUTORCH_DEVICE_GUARD_SERIES``, the import hook serves exactly
-    those commits (``finder``)."""
+    the files it adds, no ``upstream-only`` flag and no patch of its own.
+    Named by ``EXECUTORCH_DEVICE_GUARD_SERIES``, the import hook serves
+    those commits (``finder``), and for this release the tool's backport
+    forms of them, as ``patchset.forms`` gives."""
     patches = dest / "patches"
     patches.mkdir(parents=True)
     lines = []

@@ -60,9 +60,9 @@ def hold(
     holds it, calls ``waiting`` once with who that is (``holder``), then
     tries again for ``wait`` seconds, and raises GuardError after.
 
-    ``revert`` holds it exclusively; ``run`` and ``check`` read the
-    installation holding it shared, so that they never read a change in
-    progress.
+    ``revert`` holds it exclusively while it writes back what an earlier
+    version patched in place; ``installed.survey`` holds it shared, so that
+    it never reads a change in progress.
     ``folder_fd`` is an open descriptor of ``root`` (None where the OS cannot
     open folders).
     """
