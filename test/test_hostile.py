@@ -92,7 +92,7 @@ def test_refuses_a_file_symlinked_outside(tmp_path: Path, site: Path, outside: P
     assert snapshot(tmp_path) == before
 
 
-def test_refuses_a_symlinked_package(tmp_path: Path, site: Path, outside: Path):
+def test_a_symlinked_package_is_refused_by_revert_and_served_by_run(tmp_path: Path, site: Path, outside: Path):
     """revert writes no file through a symbolic link; run writes nothing, and
     the import hook serves what Python loads through it."""
     patch_in_place(site)
@@ -518,7 +518,7 @@ def test_an_edit_in_the_instant_of_the_rename_is_put_back(
     assert not list(emitter.parent.glob("*.tmp"))
 
 
-def test_record_that_omits_the_emitters_folder_is_refused(tmp_path: Path) -> None:
+def test_a_record_that_omits_the_emitters_folder_still_gets_the_fix(tmp_path: Path) -> None:
     """Case 2: RECORD lists nothing under exir/emit/, but the emitter is
     there: RECORD and the disk disagree, so nothing is taken for 'not
     shipped'. The import hook serves the emitter the fix as it finds it."""
