@@ -1368,7 +1368,7 @@ def test_an_import_hook_that_serves_another_copy_is_a_shadow(
     one_line_error(
         tool(site, "run", "--", str(python), "-c", "pass"),
         f"{site / 'executorch' / EMITTER} is unknown ({why}): it would load "
-        "without the fix. Nothing was run.",
+        "without the fix. Nothing was run. Have Python load the installed file",
     )
     assert snapshot(tmp_path) == after
 

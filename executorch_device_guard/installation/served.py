@@ -75,6 +75,7 @@ def refuse_without_fix(root: Path, found: Found) -> None:
         state, why = found[lost[0]]
         raise GuardError(
             f"{root / lost[0]} is {state.value}{f' ({why})' if why else ''}: it "
-            "would load without the fix. Nothing was run. Reinstall ExecuTorch: "
+            "would load without the fix. Nothing was run. Have Python load the "
+            "installed file; if that is damaged, reinstall ExecuTorch: "
             f"{installed.reinstall_command()}"
         )
