@@ -394,10 +394,13 @@ class FileState(enum.Enum):
     NOT_SHIPPED = "not shipped"
     NOT_FOR_RELEASE = "not for this release"
     SHADOWED = "shadowed"  # Python imports another file in its place
+    # Holds the fix as the release installed it (its RECORD's hash): the
+    # release ships the fix, no earlier version of this tool wrote it.
+    FIXED = "fixed"
 
 
 # The states whose files apply, revert and the import hook leave alone.
-LEFT_ALONE = (FileState.NOT_SHIPPED, FileState.NOT_FOR_RELEASE)
+LEFT_ALONE = (FileState.NOT_SHIPPED, FileState.NOT_FOR_RELEASE, FileState.FIXED)
 
 
 def _classify_one(

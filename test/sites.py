@@ -153,6 +153,21 @@ def patch_in_place(site: Path, rels: Iterable[str] = ()) -> None:
         (site / "executorch" / rel).write_bytes(PATCHED[rel])
 
 
+def ship_the_fix(site: Path, rels: Iterable[str] = ()) -> None:
+    """What a release that ships the fix installs: the targets ``rels`` (all,
+    if none are given) hold their patched text, and RECORD lists it."""
+    (record,) = site.glob("executorch-*.dist-info/RECORD")
+    fixed = {f"executorch/{rel}": PATCHED[rel] for rel in rels or TARGETS}
+    lines = []
+    for line in record.read_text().splitlines():
+        path = line.split(",")[0]
+        if path in fixed:
+            (site / path).write_bytes(fixed[path])
+            line = f"{path},{record_hash(fixed[path])},{len(fixed[path])}"
+        lines.append(line)
+    record.write_text("\n".join(lines) + "\n")
+
+
 def snapshot(top: Path) -> Dict[str, str]:
     """Every entry under ``top``: a file's sha256, a link's target, or 'dir'."""
     result = {}

@@ -35,6 +35,7 @@ from sites import (
     one_line_error,
     patch_in_place,
     PATCHED,
+    ship_the_fix,
     snapshot,
     STOCK,
     TARGETS,
@@ -221,6 +222,38 @@ def test_a_file_patched_in_place_is_named_and_reverted_before_apply(
     assert_only_targets_changed(tmp_path, site, before, "stock")
     assert "nothing to revert" in tool(site, "revert").stdout
     assert tool(site, "apply").returncode == 0
+
+
+def test_a_release_that_ships_the_fix_is_never_reverted(tmp_path: Path) -> None:
+    """Files that hold the fix as their release installed them (RECORD's
+    hashes) are the release's own: status calls them fixed, apply turns the
+    hook on, and revert writes back only what an earlier version patched in
+    place, here the emitter."""
+    site = venv_site(tmp_path / "venv")
+    shipped = [rel for rel in TARGETS if rel != EMITTER]
+    ship_the_fix(site, shipped)
+    patch_in_place(site, [EMITTER])
+    status = tool(site, "status").stdout
+    assert state(status, EMITTER) == "patched"
+    for rel in shipped:
+        assert state(status, rel) == "fixed", status
+    assert "(this release ships the fix)" in status
+    assert "1 file(s) were patched in place by an earlier version" in status
+
+    result = tool(site, "revert")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"restored {site / 'executorch' / EMITTER}\n"
+    for rel in shipped:
+        assert (site / "executorch" / rel).read_bytes() == PATCHED[rel]
+    status = tool(site, "status").stdout
+    assert state(status, EMITTER) == "stock"
+    assert "patched in place" not in status
+    applied = tool(site, "apply")
+    assert applied.returncode == 0, applied.stderr
+    reverted = tool(site, "revert")
+    assert reverted.returncode == 0 and "restored" not in reverted.stdout
+    for rel in shipped:
+        assert (site / "executorch" / rel).read_bytes() == PATCHED[rel]
 
 
 def test_refuses_a_locally_edited_file(tmp_path: Path) -> None:

@@ -191,11 +191,18 @@ class Record:
     ``version``: METADATA's ``Version``; ``files``: the files in the package
     folder that RECORD lists, relative to it (``exir/emit/_emitter.py``),
     each path normalized as the file system reads it (``exir/x/../emit`` is
-    ``exir/emit``); None without a RECORD."""
+    ``exir/emit``); None without a RECORD. ``hashes``: RECORD's hash of
+    each of those files (``sha256=...``, or empty)."""
 
     dist_info: Path
     version: Optional[str]
     files: Optional[FrozenSet[str]]
+    hashes: Dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def ships(self, rel: str, data: bytes) -> bool:
+        """Whether ``data`` is the file ``rel`` as the release installed it."""
+        listed = self.hashes.get(rel, "")
+        return listed.startswith("sha256=") and listed == _digest(data)
 
 
 def _unreadable(
@@ -280,7 +287,10 @@ def _read_record(dist: importlib.metadata.Distribution) -> Record:
             f"{recovery.command(folder, None)}"
         )
     _same_as_version_py(dist, folder, meta_path, version)
-    return Record(folder, version, _in_package(hashes))
+    in_package = {
+        p[len("executorch/") :]: h for p, h in hashes.items() if p.startswith("executorch/")
+    }
+    return Record(folder, version, frozenset(in_package), in_package)
 
 
 _VERSION_PY = re.compile(rb"""^__version__\s*=\s*["']([^"'\n]*)["']""", re.M)
@@ -516,6 +526,10 @@ def read_text(path: Path) -> Optional[str]:
         return None
 
 
+# Why a target that holds the fix is ``FIXED``.
+SHIPS_THE_FIX = "this release ships the fix"
+
+
 def record(root: Path) -> Optional[Record]:
     """What the installed distribution's metadata says, if its package folder
     is ``root``; None where no distribution describes ``root``."""
@@ -603,10 +617,11 @@ def inspect(
     except UnicodeDecodeError:
         return Inspection(FileState.UNKNOWN, "not UTF-8 text", data)
     verdict = judge(patches, version, text)
+    state, reason = verdict.state, verdict.reason
+    if state is FileState.PATCHED and found is not None and found.ships(rel, data):
+        state, reason = FileState.FIXED, SHIPS_THE_FIX
     other = verdict.other.encode("utf-8")
-    return Inspection(
-        verdict.state, verdict.reason, data, other, verdict.form, st.st_mtime_ns
-    )
+    return Inspection(state, reason, data, other, verdict.form, st.st_mtime_ns)
 
 
 def _text(package: Package, rel: str) -> Optional[str]:
@@ -760,7 +775,8 @@ class Survey:
         return sum(i.state is state for i in self.files.values())
 
     def shipped(self) -> int:
-        """How many targets this release ships."""
+        """How many targets of this release ``revert`` may write (those it
+        ships without the fix)."""
         return len(self.files) - sum(self.count(state) for state in LEFT_ALONE)
 
     def stale(self) -> List[str]:

@@ -15,11 +15,12 @@ the installed package's folder; no module of ExecuTorch is imported.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from executorch_device_guard import data_root, finder, userfiles
 from executorch_device_guard.errors import GuardError
 from executorch_device_guard.installation import installed
+from executorch_device_guard.installation.confined import read_file, Unsafe
 from executorch_device_guard.patchset import FileState, patched_files
 
 # Target (``exir/emit/_emitter.py``) -> its state and why.
@@ -28,7 +29,8 @@ Found = Dict[str, Tuple[FileState, str]]
 
 def targets(root: Path) -> Found:
     """Every target of the series, in the ExecuTorch package folder ``root``."""
-    shipped = installed.shipped(root)
+    record = installed.record(root)
+    shipped = record.files if record is not None else None
     found = {}
     for rel, patches in patched_files(data_root(), install=True).items():
         seen = finder.verdict(root, rel, patches)
@@ -37,8 +39,22 @@ def targets(root: Path) -> Found:
         elif seen is None:
             # Python finds no module there: none, or a folder, a FIFO, ...
             seen = (FileState.MISSING, userfiles.not_a_file(root / rel) or "")
+        elif seen[0] is FileState.PATCHED and _as_installed(record, root, rel):
+            seen = (FileState.FIXED, installed.SHIPS_THE_FIX)
         found[rel] = seen
     return found
+
+
+def _as_installed(record: Optional[installed.Record], root: Path, rel: str) -> bool:
+    """Whether the file ``rel`` is as the release installed it (RECORD's
+    hash): then no earlier version of this tool patched it in place."""
+    if record is None:
+        return False
+    try:
+        data = read_file(root / rel)
+    except Unsafe:  # a link, a FIFO: never as installed
+        return False
+    return data is not None and record.ships(rel, data)
 
 
 def in_place(found: Found) -> List[str]:
