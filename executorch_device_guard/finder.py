@@ -142,22 +142,26 @@ def install():
 def verdict(root, rel, patches):
     """What the finder does with the target ``rel`` of the ExecuTorch
     package folder ``root``, found as Python would find it there: its
-    ``patchset.FileState`` and why (for a stock or patched file, the form of
-    the change that fits it: ``form: upstream``); None where no file is
-    found. Reads the file, writes nothing, runs none of it."""
+    ``patchset.FileState``, why (for a stock or patched file, the form of
+    the change that fits it: ``form: upstream``), and the text of its other
+    state (a patched file's stock text) where Python loads the file at
+    ``root/rel``, else ""; None where no file is found. Reads the file,
+    writes nothing, runs none of it."""
     folder = os.path.dirname(rel)
     if os.path.basename(rel) == "__init__.py":
         folder = os.path.dirname(folder)
     spec = _others(_module_name(rel), [os.path.join(root, folder)], None)
     if spec is None:
         return None
-    state, why, _, form = _judge(spec, rel, patches)
+    state, why, other, form = _judge(spec, rel, patches)
     if form and not why:
         why = f"form: {form}"
     expected = os.path.join(root, *rel.split("/"))
-    if spec.origin != expected and why:
-        why = f"Python loads {spec.origin or spec.name} instead: {why}"
-    return state, why
+    if spec.origin != expected:
+        other = ""
+        if why:
+            why = f"Python loads {spec.origin or spec.name} instead: {why}"
+    return state, why, other
 
 
 def _targets():

@@ -25,7 +25,7 @@ from conftest import REPO
 from executorch_device_guard.check import matrix
 from executorch_device_guard.check.matrix import Row
 from executorch_device_guard.check.runner import Outcome
-from sites import make_site, patch_in_place, snapshot
+from sites import make_site, patch_in_place, ship_the_fix, snapshot
 from throwaway import (
     copy_of_installed_executorch,
     leftovers,
@@ -1251,6 +1251,26 @@ def test_files_patched_in_place_by_an_earlier_version_are_refused(
         "patched in place by an earlier version of this tool, so check has no "
         "stock ExecuTorch to compare with: run `executorch-device-guard revert` "
         "first, which writes their stock text back. Nothing was run.",
+    )
+    assert snapshot(site) == before and os.listdir(tmpdir) == []
+
+
+def test_a_release_that_ships_the_fix_is_refused(tmp_path: Path) -> None:
+    """A release whose files hold the fix as installed has no stock side:
+    check refuses before any export, names a file and why, and writes
+    nothing."""
+    site = make_site(tmp_path / "site")
+    ship_the_fix(site)
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    before = snapshot(site)
+    env = {"PYTHONPATH": os.pathsep.join([str(site), str(REPO)]), "TMPDIR": str(tmpdir)}
+    result = run_check("--paths", "emitter", env=env, timeout=120)
+    assert_refused(
+        result,
+        f"{site / 'executorch' / 'exir' / 'emit' / '_emitter.py'} (and 5 more) "
+        "holds the fix as it is (this release ships the fix), so check has no "
+        "stock ExecuTorch to compare with. Nothing was run.",
     )
     assert snapshot(site) == before and os.listdir(tmpdir) == []
 

@@ -279,15 +279,48 @@ def test_refuses_a_locally_edited_file(tmp_path: Path) -> None:
     assert hashes(tmp_path) == before
 
 
-def test_revert_keeps_a_change_made_after_an_in_place_patch(
-    tmp_path: Path, site: Path
-) -> None:
-    """Reverting reverses the hunks only: a later edit elsewhere survives."""
+def _patched_then_edited(site: Path) -> None:
+    patch_in_place(site, [EMITTER])
     path = site / "executorch" / EMITTER
-    path.write_bytes(PATCHED[EMITTER] + b"# changed later\n")
-    result = cli(site, "revert")
-    assert result.returncode == 0, result.stderr
-    assert path.read_bytes() == STOCK[EMITTER] + b"# changed later\n"
+    path.write_bytes(path.read_bytes() + b"# changed later\n")
+
+
+def _shipped_then_edited(site: Path) -> None:
+    ship_the_fix(site, [EMITTER])
+    path = site / "executorch" / EMITTER
+    path.write_bytes(path.read_bytes() + b"# changed later\n")
+
+
+def _shipped_without_hashes(site: Path) -> None:
+    ship_the_fix(site, [EMITTER])
+    (record,) = site.glob("executorch-*.dist-info/RECORD")
+    record.write_text(re.sub(r",sha256=[^,]*,", ",,", record.read_text()))
+
+
+@pytest.mark.parametrize(
+    "make", [_patched_then_edited, _shipped_then_edited, _shipped_without_hashes]
+)
+def test_a_file_that_holds_the_fix_without_record_to_bear_it_out_is_left(
+    tmp_path: Path, make
+) -> None:
+    """A file that holds the fix is written back only where RECORD shows that
+    an earlier version of this tool made it of the installed file (RECORD's
+    hash is its stock text's). Changed since, or with no hash to compare, it
+    may be the release's own fix: status calls it fixed and says why, apply
+    takes it, revert leaves it."""
+    site = venv_site(tmp_path / "venv")
+    make(site)
+    path = site / "executorch" / EMITTER
+    held = path.read_bytes()
+    status = tool(site, "status").stdout
+    assert state(status, EMITTER) == "fixed", status
+    assert "but not as an earlier version of this tool patched files" in status
+    assert "patched in place" not in status
+    reverted = tool(site, "revert")
+    assert reverted.returncode == 0 and "restored" not in reverted.stdout
+    assert tool(site, "apply").returncode == 0
+    assert tool(site, "revert").returncode == 0
+    assert path.read_bytes() == held
 
 
 def _non_utf8(path: Path) -> None:

@@ -538,7 +538,9 @@ def test_record_that_omits_the_emitter_after_apply_is_refused_by_revert(
     tmp_path: Path, site: Path
 ) -> None:
     """Case 2, the mirror image: patched in place, then RECORD loses the
-    emitter; revert must not leave it patched and restore the rest."""
+    emitter; revert must not leave it patched and restore the rest. Without
+    RECORD's hash, nothing shows that an earlier version patched it: status
+    calls it fixed, the rest patched in place."""
     patch_in_place(site)
     record = _record(site)
     record.write_text(
@@ -551,7 +553,8 @@ def test_record_that_omits_the_emitter_after_apply_is_refused_by_revert(
     before = snapshot(tmp_path)
     one_line_error(cli(site, "revert"), f"{site / 'executorch' / EMITTER} is unknown")
     status = cli(site, "status").stdout
-    assert f"{len(TARGETS)} file(s) were patched in place" in status, status
+    assert re.search(rf"^  fixed +{re.escape(EMITTER)} ", status, re.M), status
+    assert f"{len(TARGETS) - 1} file(s) were patched in place" in status, status
     assert snapshot(tmp_path) == before
 
 
@@ -1318,6 +1321,34 @@ class Finder:
 def install():
     sys.meta_path.insert(0, Finder)
 """
+
+
+def test_a_copy_with_the_fix_that_another_hook_serves_is_never_reverted(
+    tmp_path: Path,
+) -> None:
+    """Another import hook serves a copy that holds the fix from elsewhere;
+    the installed file is stock. status calls the target fixed, naming the
+    copy, never "this release ships the fix"; apply takes it; revert writes
+    nothing, here or there."""
+    site = venv_site(tmp_path / "venv")
+    copy = tmp_path / "other" / "executorch" / EMITTER
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(PATCHED[EMITTER])
+    (site / "mytools_finder.py").write_text(_HOOK % str(copy))
+    (site / "mytools_finder.pth").write_text(
+        "import mytools_finder; mytools_finder.install()\n"
+    )
+    status = tool(site, "status")
+    assert re.search(
+        rf"^  fixed +{re.escape(EMITTER)} \(Python loads {re.escape(str(copy))} "
+        r"instead: form: upstream\)$",
+        status.stdout,
+        re.M,
+    ), status.stdout
+    before = snapshot(tmp_path)
+    assert tool(site, "revert").stdout == f"nothing to revert in {site / 'executorch'}\n"
+    assert snapshot(tmp_path) == before
+    assert tool(site, "apply").returncode == 0
 
 
 @pytest.mark.parametrize("first", ["stock", "patched"])

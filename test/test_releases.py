@@ -294,11 +294,21 @@ def test_1_0_0_deleted_file_that_record_lists_is_refused(v1_0_0: Path) -> None:
 
 
 def test_1_0_0_mixed_release_forms(v1_0_0: Path, tmp_path: Path) -> None:
-    """1.5.1's files with 1.0.0's Vulkan builder, each patched in place in the
-    form that fits it: revert restores each."""
+    """1.5.1's files with 1.0.0's Vulkan builder (RECORD listing it so), each
+    patched in place in the form that fits it: revert restores each."""
     site = make_site(tmp_path / "site")
     vulkan = site / "executorch" / VULKAN
-    vulkan.write_bytes((v1_0_0 / "executorch" / VULKAN).read_bytes())
+    old = (v1_0_0 / "executorch" / VULKAN).read_bytes()
+    vulkan.write_bytes(old)
+    (record,) = site.glob("executorch-*.dist-info/RECORD")
+    record.write_text(
+        re.sub(
+            rf"^executorch/{re.escape(VULKAN)},.*$",
+            f"executorch/{VULKAN},{record_hash(old)},{len(old)}",
+            record.read_text(),
+            flags=re.M,
+        )
+    )
     before = snapshot(tmp_path)
     assert status_lines(site)[VULKAN] == "stock"
     assert forms_of(site, [VULKAN]) == {VULKAN: "v1.0.0-v1.1.0"}

@@ -305,11 +305,12 @@ def _inside(path: str, folder: Path) -> bool:
 def refuse_unserved(installed: Path) -> None:
     """GuardError unless the import hook would serve every target of the
     installed ExecuTorch the fix, and its stock text is what is installed
-    (a file patched in place by an earlier version holds the fix, which the
-    stock side would run)."""
+    (a file that holds the fix, patched in place by an earlier version or
+    shipped so, would run on the stock side too)."""
     found = served.targets(installed)
     why = ", so check has no stock ExecuTorch to compare with"
     served.refuse_in_place(installed, found, why, "Nothing was run.")
+    served.refuse_fixed(installed, found, why, "Nothing was run.")
     served.refuse_without_fix(installed, found)
 
 

@@ -199,8 +199,8 @@ class Record:
     files: Optional[FrozenSet[str]]
     hashes: Dict[str, str] = dataclasses.field(default_factory=dict)
 
-    def ships(self, rel: str, data: bytes) -> bool:
-        """Whether ``data`` is the file ``rel`` as the release installed it."""
+    def lists(self, rel: str, data: bytes) -> bool:
+        """Whether RECORD's sha256 of the file ``rel`` is that of ``data``."""
         listed = self.hashes.get(rel, "")
         return listed.startswith("sha256=") and listed == _digest(data)
 
@@ -528,16 +528,45 @@ def read_text(path: Path) -> Optional[str]:
 
 # Why a target that holds the fix is ``FIXED``.
 SHIPS_THE_FIX = "this release ships the fix"
+NOT_AS_INSTALLED = (
+    "it holds the fix, changed since installation, but not as an earlier "
+    "version of this tool patched files: left as it is"
+)
+
+
+def holding_the_fix(
+    found: Optional[Record], rel: str, data: bytes, stock: bytes
+) -> Tuple[FileState, str]:
+    """The state of the target ``rel`` whose bytes ``data`` hold the fix,
+    ``stock`` being them with the fix's hunks reversed: ``PATCHED`` (and
+    ``revert`` writes ``stock`` back) only where an earlier version of this
+    tool made it of the file the release installed, RECORD's hash being
+    ``stock``'s (those versions never changed RECORD); ``FIXED`` otherwise:
+    as the release installed it, or changed by someone else."""
+    if found is not None and found.lists(rel, stock):
+        return FileState.PATCHED, ""
+    if found is not None and found.lists(rel, data):
+        return FileState.FIXED, SHIPS_THE_FIX
+    return FileState.FIXED, NOT_AS_INSTALLED
 
 
 def record(root: Path) -> Optional[Record]:
     """What the installed distribution's metadata says, if its package folder
-    is ``root``; None where no distribution describes ``root``."""
+    is ``root``, else the one distribution beside ``root`` (a folder a script
+    names); None where no distribution describes ``root``."""
+    def describes(dist: Optional[importlib.metadata.Distribution]) -> bool:
+        here = dist.locate_file("executorch") if dist is not None else ""
+        return os.path.realpath(here) == os.path.realpath(root)
+
     dist = _distribution()
-    if dist is None or os.path.realpath(
-        dist.locate_file("executorch")
-    ) != os.path.realpath(root):
-        return None
+    if not describes(dist):
+        beside = importlib.metadata.distributions(
+            name="executorch", path=[str(root.parent)]
+        )
+        found = [d for d in beside if describes(d)]
+        if len(found) != 1:
+            return None
+        dist = found[0]
     return _read_record(dist)
 
 
@@ -585,8 +614,9 @@ def inspect(
     """One target's state; ``found``: what the distribution's metadata says
     of ``package`` (``record``): the files that RECORD lists and the release.
 
-    RECORD's hash of a target is not compared: a file edited outside the
-    patched lines is still stock or patched, and keeps the edit."""
+    RECORD's hash of a stock target is not compared: a file edited outside
+    the patched lines is still stock. One that holds the fix is patched in
+    place only where RECORD bears that out (``holding_the_fix``)."""
     version = found.version if found is not None else None
     files = found.files if found is not None else None
     if not patches[0].for_release(version):
@@ -618,9 +648,10 @@ def inspect(
         return Inspection(FileState.UNKNOWN, "not UTF-8 text", data)
     verdict = judge(patches, version, text)
     state, reason = verdict.state, verdict.reason
-    if state is FileState.PATCHED and found is not None and found.ships(rel, data):
-        state, reason = FileState.FIXED, SHIPS_THE_FIX
     other = verdict.other.encode("utf-8")
+    if state is FileState.PATCHED:
+        state, why = holding_the_fix(found, rel, data, other)
+        reason = why or reason
     return Inspection(state, reason, data, other, verdict.form, st.st_mtime_ns)
 
 
@@ -775,8 +806,8 @@ class Survey:
         return sum(i.state is state for i in self.files.values())
 
     def shipped(self) -> int:
-        """How many targets of this release ``revert`` may write (those it
-        ships without the fix)."""
+        """How many targets this release ships, less those left alone
+        (``LEFT_ALONE``: not shipped, not for this release, fixed)."""
         return len(self.files) - sum(self.count(state) for state in LEFT_ALONE)
 
     def stale(self) -> List[str]:

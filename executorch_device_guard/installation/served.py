@@ -35,26 +35,31 @@ def targets(root: Path) -> Found:
     for rel, patches in patched_files(data_root(), install=True).items():
         seen = finder.verdict(root, rel, patches)
         if seen is None and shipped is not None and rel not in shipped:
-            seen = (FileState.NOT_SHIPPED, "")
+            found[rel] = (FileState.NOT_SHIPPED, "")
         elif seen is None:
             # Python finds no module there: none, or a folder, a FIFO, ...
-            seen = (FileState.MISSING, userfiles.not_a_file(root / rel) or "")
-        elif seen[0] is FileState.PATCHED and _as_installed(record, root, rel):
-            seen = (FileState.FIXED, installed.SHIPS_THE_FIX)
-        found[rel] = seen
+            found[rel] = (FileState.MISSING, userfiles.not_a_file(root / rel) or "")
+        elif seen[0] is FileState.PATCHED:
+            found[rel] = _holding_the_fix(record, root, rel, *seen[1:])
+        else:
+            found[rel] = seen[:2]
     return found
 
 
-def _as_installed(record: Optional[installed.Record], root: Path, rel: str) -> bool:
-    """Whether the file ``rel`` is as the release installed it (RECORD's
-    hash): then no earlier version of this tool patched it in place."""
-    if record is None:
-        return False
+def _holding_the_fix(
+    record: Optional[installed.Record], root: Path, rel: str, why: str, stock: str
+) -> Tuple[FileState, str]:
+    """A target that holds the fix: patched in place by an earlier version
+    of this tool, or fixed (``installed.holding_the_fix``). A copy that
+    Python loads from elsewhere (no ``stock``) is never the installed file."""
     try:
-        data = read_file(root / rel)
-    except Unsafe:  # a link, a FIFO: never as installed
-        return False
-    return data is not None and record.ships(rel, data)
+        data = read_file(root / rel) if stock else None
+    except Unsafe:  # a link, a FIFO: never what an earlier version wrote
+        data = None
+    if data is None:
+        return FileState.FIXED, why
+    state, said = installed.holding_the_fix(record, rel, data, stock.encode("utf-8"))
+    return state, said or why
 
 
 def in_place(found: Found) -> List[str]:
@@ -80,6 +85,19 @@ def refuse_in_place(root: Path, found: Found, why: str, outcome: str) -> None:
             f"{root / legacy[0]}{more} patched in place by an earlier version "
             f"of this tool{why}: run `executorch-device-guard revert` first, "
             f"which writes their stock text back. {outcome}"
+        )
+
+
+def refuse_fixed(root: Path, found: Found, why: str, outcome: str) -> None:
+    """GuardError naming the first target that holds the fix as it is
+    (``FIXED``), ``why`` that stops the command (", so ...")."""
+    fixed = [rel for rel, (state, _) in found.items() if state is FileState.FIXED]
+    if fixed:
+        more = f" (and {len(fixed) - 1} more)" if len(fixed) > 1 else ""
+        said = found[fixed[0]][1]
+        raise GuardError(
+            f"{root / fixed[0]}{more} holds the fix as it is ({said}){why}. "
+            f"{outcome}"
         )
 
 
