@@ -311,8 +311,9 @@ def _status(args: argparse.Namespace) -> int:
         )
     if served.without_fix(found):
         print(
-            "Some files load without the fix (above), so apply refuses. "
-            f"To recover, reinstall ExecuTorch: {installed.reinstall_command()}"
+            "Some files load without the fix (above), so apply refuses. Have "
+            "Python load the installed files; if they are damaged, reinstall "
+            f"ExecuTorch: {installed.reinstall_command()}"
         )
     return 0
 
@@ -356,7 +357,8 @@ def _apply(args: argparse.Namespace) -> int:
         raise GuardError(
             f"{root / lost[0]} would load without the fix ({state.value}"
             f"{': ' + why if why else ''}), so apply refuses. Nothing was "
-            f"changed. Reinstall ExecuTorch: {installed.reinstall_command()}"
+            "changed. Have Python load the installed file; if that is damaged, "
+            f"reinstall ExecuTorch: {installed.reinstall_command()}"
         )
     was = startup_files.state(folder)
     startup_files.turn_on(folder)

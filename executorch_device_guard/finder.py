@@ -103,9 +103,8 @@ class Finder:
         """The target modules loaded in this process that this finder did
         not serve: imported before it was on (by a ``.pth`` file), or where
         deciding failed."""
-        if self._targets is None:
-            self._targets = _targets()
-        return [n for n in self._targets if n in sys.modules and n not in self.served]
+        targets = self._targets or _targets()  # raises where none can be read
+        return [n for n in targets if n in sys.modules and n not in self.served]
 
     def _decide(self, spec, rel, patches):
         from executorch_device_guard import patchset

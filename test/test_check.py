@@ -500,9 +500,10 @@ def test_a_target_imported_before_the_hook_is_a_tool_error(tmp_path: Path) -> No
     assert result.returncode == 3, result.stdout + result.stderr[-3000:]
     assert "FAIL" not in result.stdout
     assert (
-        "executorch.exir.emit._emitter was imported in a patched process before "
-        "the import hook turned on (a .pth file that imports ExecuTorch at "
-        "start-up?)" in result.stdout + result.stderr
+        "executorch.exir.emit._emitter was loaded in a patched process without "
+        "the import hook, so it ran without the fix: imported before the hook "
+        "turned on (a .pth file that imports ExecuTorch at start-up?)"
+        in result.stdout + result.stderr
     ), result.stdout
 
 
@@ -572,8 +573,8 @@ def test_check_writes_no_executorch_file_in_tmpdir(tmp_path: Path) -> None:
         (
             "patched",
             {"executorch.exir.emit._emitter": "loaded without the import hook"},
-            "executorch.exir.emit._emitter was imported in a patched process "
-            "before the import hook turned on",
+            "executorch.exir.emit._emitter was loaded in a patched process "
+            "without the import hook",
         ),
         (
             "patched",

@@ -297,7 +297,7 @@ def test_a_tool_installed_under_a_path_with_a_colon_is_refused(tmp_path: Path):
             timeout=300,
         )
         one_line(result, 2, f"the tool's folder {package}/bootstrap contains ':'")
-        assert "ran" not in result.stdout and "running" not in result.stdout
+        assert result.stdout == ""
 
 
 @pytest.mark.parametrize(

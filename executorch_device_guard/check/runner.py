@@ -763,9 +763,10 @@ def _served_wrong(emitter: str, served: Optional[Dict[str, str]]) -> Optional[st
     name, state = next(iter(lost.items()))
     if state == finder.MISSED:
         return (
-            f"{name} was imported in a patched process before the import hook "
-            "turned on (a .pth file that imports ExecuTorch at start-up?), so "
-            "it ran without the fix"
+            f"{name} was loaded in a patched process without the import hook, "
+            "so it ran without the fix: imported before the hook turned on (a "
+            ".pth file that imports ExecuTorch at start-up?), or the hook failed "
+            "on it (its stderr says why)"
         )
     return f"the import hook served {name} without the fix ({state})"
 
