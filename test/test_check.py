@@ -1233,46 +1233,40 @@ def test_a_hostile_target_file_is_refused_without_blocking(
     assert leftovers(tmpdir) == []
 
 
-def test_files_patched_in_place_by_an_earlier_version_are_refused(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    "make,refusal",
+    [
+        (
+            patch_in_place,
+            "and 5 more were patched in place by an earlier version of this "
+            "tool, so check has no stock ExecuTorch to compare with: run "
+            "`executorch-device-guard revert` first, which writes their stock "
+            "text back. Nothing was run.",
+        ),
+        (
+            ship_the_fix,
+            "(and 5 more) holds the fix as it is (this release ships the fix), "
+            "so check has no stock ExecuTorch to compare with. Nothing was run.",
+        ),
+    ],
+    ids=["patched-in-place", "release-ships-the-fix"],
+)
+def test_files_that_hold_the_fix_already_are_refused(
+    tmp_path: Path, make, refusal: str
 ) -> None:
-    """An earlier version's apply wrote the fix into ExecuTorch's files: the
-    stock side would run it, so check refuses before any export, names the
-    files and the way out (revert), and writes nothing."""
-    site = make_site(tmp_path / "site")
-    patch_in_place(site)
-    tmpdir = tmp_path / "tmp"
-    tmpdir.mkdir()
-    before = snapshot(site)
-    env = {"PYTHONPATH": os.pathsep.join([str(site), str(REPO)]), "TMPDIR": str(tmpdir)}
-    result = run_check("--paths", "emitter", env=env, timeout=120)
-    assert_refused(
-        result,
-        f"{site / 'executorch' / 'exir' / 'emit' / '_emitter.py'} and 5 more were "
-        "patched in place by an earlier version of this tool, so check has no "
-        "stock ExecuTorch to compare with: run `executorch-device-guard revert` "
-        "first, which writes their stock text back. Nothing was run.",
-    )
-    assert snapshot(site) == before and os.listdir(tmpdir) == []
-
-
-def test_a_release_that_ships_the_fix_is_refused(tmp_path: Path) -> None:
-    """A release whose files hold the fix as installed has no stock side:
-    check refuses before any export, names a file and why, and writes
+    """Where ExecuTorch's files hold the fix already (an earlier version's
+    apply wrote it, or the release ships it), the stock side would run it:
+    check refuses before any export, names the files and why, and writes
     nothing."""
     site = make_site(tmp_path / "site")
-    ship_the_fix(site)
+    make(site)
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     before = snapshot(site)
     env = {"PYTHONPATH": os.pathsep.join([str(site), str(REPO)]), "TMPDIR": str(tmpdir)}
     result = run_check("--paths", "emitter", env=env, timeout=120)
-    assert_refused(
-        result,
-        f"{site / 'executorch' / 'exir' / 'emit' / '_emitter.py'} (and 5 more) "
-        "holds the fix as it is (this release ships the fix), so check has no "
-        "stock ExecuTorch to compare with. Nothing was run.",
-    )
+    emitter = site / "executorch" / "exir" / "emit" / "_emitter.py"
+    assert_refused(result, f"{emitter} {refusal}")
     assert snapshot(site) == before and os.listdir(tmpdir) == []
 
 
