@@ -288,7 +288,9 @@ def _read_record(dist: importlib.metadata.Distribution) -> Record:
         )
     _same_as_version_py(dist, folder, meta_path, version)
     in_package = {
-        p[len("executorch/") :]: h for p, h in hashes.items() if p.startswith("executorch/")
+        p[len("executorch/") :]: h
+        for p, h in hashes.items()
+        if p.startswith("executorch/")
     }
     return Record(folder, version, frozenset(in_package), in_package)
 
